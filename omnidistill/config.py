@@ -1,0 +1,286 @@
+"""Typed configuration: dataclasses loaded from YAML with dotted command-line overrides.
+
+Unknown keys and values of the wrong type raise :class:`ConfigError` naming the offending key,
+e.g. ``optim.lr: expected float, got 'fast'``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration file or override is invalid; the message names the key."""
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    """Backbone and regression head."""
+
+    family: str = "bert"
+    """Encoder family from the model registry (``bert``)."""
+    init_from: str | None = None
+    """Hugging Face folder (or hub id) whose PyTorch weights initialise the encoder."""
+    arch: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Hugging Face config fields; used for random init, or to override fields of ``init_from``."""
+    tokenizer: str | None = None
+    """Tokenizer folder or hub id; defaults to ``init_from``."""
+    pooling: str = "cls"
+    """Pooling registry key: ``cls`` ([CLS] through the family's standard pooler)."""
+    head: str = "linear_sigmoid"
+    """Head registry key: ``linear_sigmoid`` (four linear heads, ``1 + 4*sigmoid``)."""
+    dropout: float | None = None
+    """Overrides the backbone's hidden/attention dropout when set."""
+    attention: Literal["xla", "cudnn"] = "xla"
+    """Attention kernel passed to ``jax.nn.dot_product_attention``."""
+
+
+@dataclasses.dataclass
+class DataConfig:
+    """Input files and batching."""
+
+    train: list[str] = dataclasses.field(default_factory=list)
+    dev: list[str] = dataclasses.field(default_factory=list)
+    test: list[str] = dataclasses.field(default_factory=list)
+    max_length: int = 512
+    """Token budget per example; longer inputs are truncated (candidate kept, context cut first)."""
+    length_buckets: list[int] = dataclasses.field(default_factory=lambda: [32, 64, 128, 256, 512])
+    """Each batch is padded to the smallest bucket that fits its longest example."""
+    skip_invalid: bool = False
+    """Skip (and count) malformed records instead of raising."""
+
+
+@dataclasses.dataclass
+class ParamGroupRule:
+    """Per-parameter optimisation rule: the first rule whose regex matches a parameter path wins."""
+
+    pattern: str
+    lr: float | None = None
+    weight_decay: float | None = None
+
+
+@dataclasses.dataclass
+class OptimConfig:
+    """AdamW with per-group learning rates."""
+
+    lr: float = 2e-5
+    """Learning rate of parameters matched by no rule (the encoder)."""
+    head_lr: float = 1e-4
+    """Learning rate of the pooler and heads (rule ``^(pooler|head)/``)."""
+    weight_decay: float = 0.01
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    schedule: Literal["linear", "cosine", "constant"] = "linear"
+    warmup_ratio: float = 0.0
+    """Fraction of total steps spent in linear warmup."""
+    grad_clip: float | None = 1.0
+    """Global-norm gradient clipping; null disables it."""
+    param_groups: list[ParamGroupRule] = dataclasses.field(default_factory=list)
+    """Extra rules, tried before the built-in head rule."""
+
+
+@dataclasses.dataclass
+class MeshConfig:
+    """Device mesh axis sizes; -1 on one axis takes the remaining devices."""
+
+    data: int = -1
+    fsdp: int = 1
+    tensor: int = 1
+
+
+@dataclasses.dataclass
+class CheckpointConfig:
+    every_steps: int = 0
+    """Save every N steps (0: after each evaluation)."""
+    keep: int = 2
+    """Number of recent checkpoints kept (the best one is always kept)."""
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Training loop."""
+
+    output_dir: str = "runs/default"
+    seed: int = 0
+    batch_size: int = 16
+    """Global batch size (all devices and processes, before accumulation split)."""
+    grad_accum: int = 1
+    """Micro-batches per update; batch_size must be divisible by it."""
+    epochs: float = 5.0
+    max_steps: int | None = None
+    """Stop after this many updates (overrides epochs)."""
+    eval_every_steps: int = 0
+    """Evaluate on dev every N steps (0: once per epoch)."""
+    log_every_steps: int = 10
+    compute_dtype: Literal["bfloat16", "float32"] = "bfloat16"
+    loss: str = "mse"
+    """Loss registry key (``mse``)."""
+
+
+@dataclasses.dataclass
+class EvalConfig:
+    batch_size: int = 64
+
+
+@dataclasses.dataclass
+class Config:
+    """The whole run."""
+
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    optim: OptimConfig = dataclasses.field(default_factory=OptimConfig)
+    mesh: MeshConfig = dataclasses.field(default_factory=MeshConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
+    eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+
+
+# --------------------------------------------------------------------------- conversion
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check (and minimally convert) ``value`` against the annotation ``tp``."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, key)
+            except ConfigError as err:
+                errors.append(str(err))
+        raise ConfigError(f"{key}: expected {_type_name(tp)}, got {value!r}")
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if value not in choices:
+            raise ConfigError(f"{key}: expected one of {list(choices)}, got {value!r}")
+        return value
+    if origin is list:
+        (item_tp,) = typing.get_args(tp)
+        if isinstance(value, str | int | float) and not isinstance(value, bool) and item_tp is not Any:
+            value = [value] if not isinstance(value, str) or item_tp is str else value
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        return [_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        _, val_tp = typing.get_args(tp)
+        return {str(k): _coerce(v, val_tp, f"{key}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        return from_dict(tp, value, prefix=key)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise ConfigError(f"{key}: expected bool, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{key}: expected int, got {value!r}")
+    if tp is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{key}: expected float, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{key}: expected str, got {value!r}")
+    raise ConfigError(f"{key}: unsupported annotation {tp!r}")
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
+    """Build dataclass ``cls`` from a mapping, rejecting unknown keys and wrong types."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        full = f"{prefix}.{key}" if prefix else str(key)
+        if key not in names:
+            raise ConfigError(f"{full}: unknown key (valid keys: {', '.join(sorted(names))})")
+        kwargs[key] = _coerce(value, hints[key], full)
+    try:
+        return cls(**kwargs)
+    except TypeError as err:  # a required field is missing
+        raise ConfigError(f"{prefix or cls.__name__}: {err}") from None
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """Plain nested dict of a config dataclass (YAML/JSON-serialisable)."""
+    return dataclasses.asdict(cfg)
+
+
+def apply_override(data: dict[str, Any], override: str) -> None:
+    """Apply one ``a.b.c=value`` override (value parsed as YAML) to a nested dict in place."""
+    if "=" not in override:
+        raise ConfigError(f"override {override!r}: expected key=value")
+    key, raw = override.split("=", 1)
+    parts = key.strip().split(".")
+    if not all(parts):
+        raise ConfigError(f"override {override!r}: malformed key")
+    node = data
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{key}: {part} is not a section")
+    node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Load ``path`` (YAML) and apply dotted overrides; validates every key and type."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"{path}: config file not found")
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: invalid YAML: {err}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: top level must be a mapping")
+        data = loaded or {}
+    for override in overrides:
+        apply_override(data, override)
+    try:
+        return from_dict(Config, data)
+    except ConfigError as err:
+        where = f"{path}: " if path is not None else ""
+        raise ConfigError(f"{where}{err}") from None
+
+
+def dump_config(cfg: Config, path: str | Path) -> None:
+    """Write the resolved config as YAML."""
+    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")

@@ -1,0 +1,126 @@
+"""BERT encoder in Flax NNX (post-LayerNorm blocks, absolute positions, GELU MLP).
+
+Parameters are float32; ``dtype`` is the compute dtype (bfloat16 for training). LayerNorms and
+softmax run in float32. Matches Hugging Face ``BertModel`` (see tests/models/test_bert_parity.py).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from omnidistill.models.bert.config import BertConfig
+from omnidistill.models.layers import activation, attention, dropout, padding_mask, sub_rng
+
+_INIT = nnx.initializers.normal(0.02)
+
+
+def _dense(n_in: int, n_out: int, dtype, rngs: nnx.Rngs) -> nnx.Linear:
+    return nnx.Linear(n_in, n_out, dtype=dtype, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs)
+
+
+def _norm(n: int, eps: float, rngs: nnx.Rngs) -> nnx.LayerNorm:
+    return nnx.LayerNorm(n, epsilon=eps, dtype=jnp.float32, param_dtype=jnp.float32, rngs=rngs)
+
+
+class BertEmbeddings(nnx.Module):
+    def __init__(self, cfg: BertConfig, dtype, rngs: nnx.Rngs):
+        self.cfg = cfg
+        self.word_embeddings = nnx.Embed(cfg.vocab_size, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=_INIT, rngs=rngs)
+        self.position_embeddings = nnx.Embed(cfg.max_position_embeddings, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=_INIT, rngs=rngs)
+        self.token_type_embeddings = nnx.Embed(cfg.type_vocab_size, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=_INIT, rngs=rngs)
+        self.layer_norm = _norm(cfg.hidden_size, cfg.layer_norm_eps, rngs)
+        self.dtype = dtype
+
+    def __call__(self, input_ids: jax.Array, token_type_ids: jax.Array, rng: jax.Array | None) -> jax.Array:
+        seq = input_ids.shape[1]
+        if seq > self.cfg.max_position_embeddings:
+            raise ValueError(f"sequence length {seq} exceeds max_position_embeddings={self.cfg.max_position_embeddings}")
+        positions = jnp.arange(seq)[None, :]
+        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
+        x = self.layer_norm(x)
+        return dropout(x, self.cfg.hidden_dropout_prob, rng).astype(self.dtype)
+
+
+class BertSelfAttention(nnx.Module):
+    def __init__(self, cfg: BertConfig, dtype, attention_impl: str, rngs: nnx.Rngs):
+        h = cfg.hidden_size
+        self.cfg = cfg
+        self.query = _dense(h, h, dtype, rngs)
+        self.key = _dense(h, h, dtype, rngs)
+        self.value = _dense(h, h, dtype, rngs)
+        self.output = _dense(h, h, dtype, rngs)
+        self.output_norm = _norm(h, cfg.layer_norm_eps, rngs)
+        self.attention_impl = attention_impl
+
+    def __call__(self, x: jax.Array, mask: jax.Array, rng: jax.Array | None) -> jax.Array:
+        b, s, _ = x.shape
+        split = (b, s, self.cfg.num_attention_heads, self.cfg.head_dim)
+        q = self.query(x).reshape(split)
+        k = self.key(x).reshape(split)
+        v = self.value(x).reshape(split)
+        ctx = attention(q, k, v, mask, self.attention_impl).reshape(b, s, -1)
+        out = dropout(self.output(ctx), self.cfg.hidden_dropout_prob, rng)
+        return self.output_norm(out.astype(jnp.float32) + x.astype(jnp.float32)).astype(x.dtype)
+
+
+class BertLayer(nnx.Module):
+    def __init__(self, cfg: BertConfig, dtype, attention_impl: str, rngs: nnx.Rngs):
+        self.cfg = cfg
+        self.attention = BertSelfAttention(cfg, dtype, attention_impl, rngs)
+        self.intermediate = _dense(cfg.hidden_size, cfg.intermediate_size, dtype, rngs)
+        self.output = _dense(cfg.intermediate_size, cfg.hidden_size, dtype, rngs)
+        self.output_norm = _norm(cfg.hidden_size, cfg.layer_norm_eps, rngs)
+        self.act = activation(cfg.hidden_act)
+
+    def __call__(self, x: jax.Array, mask: jax.Array, rng: jax.Array | None) -> jax.Array:
+        x = self.attention(x, mask, sub_rng(rng, 0))
+        y = self.output(self.act(self.intermediate(x)))
+        y = dropout(y, self.cfg.hidden_dropout_prob, sub_rng(rng, 1))
+        return self.output_norm(y.astype(jnp.float32) + x.astype(jnp.float32)).astype(x.dtype)
+
+
+class BertEncoder(nnx.Module):
+    """BERT without the pooler: token ids -> hidden states of every layer."""
+
+    def __init__(self, cfg: BertConfig, *, dtype=jnp.float32, attention_impl: str = "xla", rngs: nnx.Rngs):
+        self.cfg = cfg
+        self.embeddings = BertEmbeddings(cfg, dtype, rngs)
+        self.layers = nnx.List([BertLayer(cfg, dtype, attention_impl, rngs) for _ in range(cfg.num_hidden_layers)])
+
+    def __call__(
+        self,
+        input_ids: jax.Array,
+        attention_mask: jax.Array,
+        token_type_ids: jax.Array | None = None,
+        *,
+        rng: jax.Array | None = None,
+        return_all_layers: bool = False,
+    ) -> jax.Array | list[jax.Array]:
+        """Last hidden state [B, S, H], or the embeddings plus every layer's output."""
+        if token_type_ids is None:
+            token_type_ids = jnp.zeros_like(input_ids)
+        mask = padding_mask(attention_mask)
+        x = self.embeddings(input_ids, token_type_ids, sub_rng(rng, 10_000))
+        states = [x]
+        for i, layer in enumerate(self.layers):
+            x = layer(x, mask, sub_rng(rng, i))
+            states.append(x)
+        return states if return_all_layers else x
+
+
+class BertPooler(nnx.Module):
+    """The pooler of ``BertForSequenceClassification``: tanh(dense(h[CLS]))."""
+
+    def __init__(self, cfg: BertConfig, *, dtype=jnp.float32, rngs: nnx.Rngs):
+        self.dense = _dense(cfg.hidden_size, cfg.hidden_size, dtype, rngs)
+        self.dropout_rate = cfg.hidden_dropout_prob
+
+    @property
+    def features(self) -> int:
+        return self.dense.out_features
+
+    def __call__(self, cls_state: jax.Array, rng: jax.Array | None = None) -> jax.Array:
+        pooled = jnp.tanh(self.dense(cls_state))
+        return dropout(pooled, self.dropout_rate, rng)

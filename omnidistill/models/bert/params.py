@@ -1,0 +1,37 @@
+"""Weight table: Hugging Face ``BertForSequenceClassification`` keys <-> Flax regressor paths."""
+
+from __future__ import annotations
+
+from omnidistill.models.bert.config import BertConfig
+from omnidistill.models.weights import WeightEntry, embedding, layer_norm, linear
+
+HF_CLASS = "BertForSequenceClassification"
+# Tensors of pre-training checkpoints that the regressor does not use.
+IGNORABLE_PREFIXES = ("cls.", "bert.embeddings.position_ids", "embeddings.position_ids")
+
+
+def weight_table(cfg: BertConfig) -> list[WeightEntry]:
+    """Every tensor of the encoder, pooler and the four-output classifier."""
+    enc = ("encoder",)
+    table = [
+        embedding("bert.embeddings.word_embeddings.weight", (*enc, "embeddings", "word_embeddings")),
+        embedding("bert.embeddings.position_embeddings.weight", (*enc, "embeddings", "position_embeddings")),
+        embedding("bert.embeddings.token_type_embeddings.weight", (*enc, "embeddings", "token_type_embeddings")),
+        *layer_norm("bert.embeddings.LayerNorm", (*enc, "embeddings", "layer_norm")),
+    ]
+    for i in range(cfg.num_hidden_layers):
+        hf = f"bert.encoder.layer.{i}"
+        fx = (*enc, "layers", i)
+        table += [
+            *linear(f"{hf}.attention.self.query", (*fx, "attention", "query")),
+            *linear(f"{hf}.attention.self.key", (*fx, "attention", "key")),
+            *linear(f"{hf}.attention.self.value", (*fx, "attention", "value")),
+            *linear(f"{hf}.attention.output.dense", (*fx, "attention", "output")),
+            *layer_norm(f"{hf}.attention.output.LayerNorm", (*fx, "attention", "output_norm")),
+            *linear(f"{hf}.intermediate.dense", (*fx, "intermediate")),
+            *linear(f"{hf}.output.dense", (*fx, "output")),
+            *layer_norm(f"{hf}.output.LayerNorm", (*fx, "output_norm")),
+        ]
+    table += linear("bert.pooler.dense", ("pooler", "dense"), group="pooler")
+    table += linear("classifier", ("head", "linear"), group="classifier")
+    return table

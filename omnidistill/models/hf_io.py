@@ -1,0 +1,105 @@
+"""Read Hugging Face model folders (config + PyTorch weights) and load them into a regressor."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from omnidistill.models.regressor import Regressor
+from omnidistill.models.registry import get_family
+from omnidistill.models.weights import hf_to_flax
+
+log = logging.getLogger(__name__)
+
+
+def resolve_hf_dir(name_or_path: str) -> Path:
+    """A local folder, or a hub id downloaded (once, into the HF cache) with ``huggingface_hub``."""
+    path = Path(name_or_path)
+    if path.is_dir():
+        return path
+    if path.exists() or name_or_path.startswith((".", "/")):
+        raise FileNotFoundError(f"{name_or_path}: not a Hugging Face model folder")
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(name_or_path, allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.bin"]))
+
+
+def read_hf_config(folder: str | Path) -> dict[str, Any]:
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing config.json")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def read_hf_tensors(folder: str | Path) -> dict[str, np.ndarray]:
+    """All tensors of a folder: ``model.safetensors`` (single or sharded) or ``pytorch_model.bin``."""
+    folder = Path(folder)
+    from safetensors.numpy import load_file
+
+    single = folder / "model.safetensors"
+    index = folder / "model.safetensors.index.json"
+    if single.is_file():
+        return dict(load_file(str(single)))
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        tensors: dict[str, np.ndarray] = {}
+        for shard in shards:
+            tensors.update(load_file(str(folder / shard)))
+        return tensors
+    bin_path = folder / "pytorch_model.bin"
+    if bin_path.is_file():
+        try:
+            import torch
+        except ImportError:
+            raise RuntimeError(f"{bin_path}: reading .bin weights needs torch (pip install torch==2.13.0)") from None
+        state = torch.load(bin_path, map_location="cpu", weights_only=True)
+        return {k: v.float().numpy() for k, v in state.items()}
+    raise FileNotFoundError(f"{folder}: no model.safetensors, model.safetensors.index.json or pytorch_model.bin")
+
+
+def param_dict(model: nnx.Module) -> dict[Any, Any]:
+    """The model's parameters as a plain nested dict of arrays."""
+    return nnx.state(model, nnx.Param).to_pure_dict()
+
+
+def set_params(model: nnx.Module, params: dict[Any, Any]) -> None:
+    """Overwrite the model's parameters (a partial nested dict is allowed)."""
+    state = nnx.state(model, nnx.Param)
+    flat_new = dict(nnx.traversals.flatten_mapping(params))
+    for path, var in state.flat_state():
+        if path in flat_new:
+            value = flat_new[path]
+            current = var.get_value()
+            if tuple(value.shape) != tuple(current.shape):
+                raise ValueError(f"{'/'.join(map(str, path))}: shape {value.shape} != {current.shape}")
+            var.set_value(jnp.asarray(value, dtype=current.dtype))
+    nnx.update(model, state)
+
+
+def load_hf_weights(
+    model: Regressor,
+    tensors: dict[str, np.ndarray],
+    required_groups: tuple[str, ...] = ("encoder",),
+) -> list[str]:
+    """Load HF tensors into ``model``; returns the HF keys of optional tensors left at random init."""
+    family = get_family(model.family_name)
+    table = family.weight_table(model.arch)
+    shapes = {path: tuple(var.get_value().shape) for path, var in nnx.state(model, nnx.Param).flat_state()}
+    params, absent = hf_to_flax(
+        tensors,
+        table,
+        required_groups=required_groups,
+        ignorable_prefixes=family.ignorable_prefixes,
+        shapes=shapes,
+    )
+    set_params(model, params)
+    absent_keys = [e.hf_key for e in absent]
+    if absent_keys:
+        log.info("left at random initialisation: %s", ", ".join(absent_keys))
+    return absent_keys

@@ -1,0 +1,59 @@
+"""Building blocks shared by every encoder family: dropout, activations, attention, masks."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+ACTIVATIONS = {
+    "gelu": lambda x: jax.nn.gelu(x, approximate=False),
+    "gelu_new": lambda x: jax.nn.gelu(x, approximate=True),
+    "gelu_pytorch_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+    "gelu_fast": lambda x: jax.nn.gelu(x, approximate=True),
+    "relu": jax.nn.relu,
+    "silu": jax.nn.silu,
+    "swish": jax.nn.silu,
+    "tanh": jnp.tanh,
+}
+
+
+def activation(name: str):
+    """Activation function by its Hugging Face ``hidden_act`` name."""
+    try:
+        return ACTIVATIONS[name]
+    except KeyError:
+        raise ValueError(f"hidden_act={name!r} is not supported (supported: {sorted(ACTIVATIONS)})") from None
+
+
+def dropout(x: jax.Array, rate: float, rng: jax.Array | None) -> jax.Array:
+    """Inverted dropout; the identity when ``rng`` is None (evaluation) or ``rate`` is 0."""
+    if rng is None or rate <= 0.0:
+        return x
+    keep = jax.random.bernoulli(rng, 1.0 - rate, x.shape)
+    return jnp.where(keep, x / (1.0 - rate), jnp.zeros_like(x))
+
+
+def sub_rng(rng: jax.Array | None, *tags: int) -> jax.Array | None:
+    """Derive a distinct RNG for a call site (None stays None)."""
+    if rng is None:
+        return None
+    for tag in tags:
+        rng = jax.random.fold_in(rng, tag)
+    return rng
+
+
+def padding_mask(attention_mask: jax.Array) -> jax.Array:
+    """[B, S] 0/1 mask -> boolean [B, 1, 1, S] key mask for ``dot_product_attention``."""
+    return attention_mask.astype(bool)[:, None, None, :]
+
+
+def attention(
+    q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, implementation: str = "xla"
+) -> jax.Array:
+    """Scaled dot-product attention over [B, S, N, D] tensors with a boolean key mask.
+
+    ``implementation`` is ``"xla"`` (any device) or ``"cudnn"`` (fused kernel on NVIDIA GPUs,
+    bf16/fp16 only). Attention-probability dropout is not applied: fused kernels have none.
+    """
+    impl = None if implementation == "xla" else implementation
+    return jax.nn.dot_product_attention(q, k, v, mask=mask, implementation=impl)

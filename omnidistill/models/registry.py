@@ -1,0 +1,55 @@
+"""Encoder families: config class, modules, weight table and HF class, looked up by name."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from omnidistill.models.bert import config as bert_config
+from omnidistill.models.bert import modeling as bert_modeling
+from omnidistill.models.bert import params as bert_params
+from omnidistill.models.weights import WeightEntry
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """Everything the framework needs to know about one encoder family."""
+
+    name: str
+    hf_model_types: tuple[str, ...]
+    config_from_hf: Callable[[dict[str, Any]], Any]
+    encoder_cls: type
+    pooler_cls: type
+    weight_table: Callable[[Any], list[WeightEntry]]
+    hf_class: str
+    ignorable_prefixes: tuple[str, ...] = ()
+
+
+FAMILIES: dict[str, Family] = {
+    "bert": Family(
+        name="bert",
+        hf_model_types=("bert",),
+        config_from_hf=bert_config.BertConfig.from_hf,
+        encoder_cls=bert_modeling.BertEncoder,
+        pooler_cls=bert_modeling.BertPooler,
+        weight_table=bert_params.weight_table,
+        hf_class=bert_params.HF_CLASS,
+        ignorable_prefixes=bert_params.IGNORABLE_PREFIXES,
+    ),
+}
+
+
+def get_family(name: str) -> Family:
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise ValueError(f"unknown model family {name!r} (available: {', '.join(sorted(FAMILIES))})") from None
+
+
+def family_for_model_type(model_type: str) -> Family:
+    """The family that implements a Hugging Face ``model_type``."""
+    for family in FAMILIES.values():
+        if model_type in family.hf_model_types:
+            return family
+    raise ValueError(f"no omnidistill port for Hugging Face model_type={model_type!r}")

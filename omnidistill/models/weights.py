@@ -1,0 +1,132 @@
+"""Convert between Hugging Face PyTorch state dicts and Flax parameter trees with an explicit table.
+
+Each family's ``params.py`` lists one :class:`WeightEntry` per tensor: the HF key (in the key space
+of the family's ``*ForSequenceClassification`` class), the Flax path inside the regressor, and how
+the tensor is transformed. The same table drives import and export, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+import numpy as np
+
+Path = tuple[str | int, ...]
+
+
+class WeightMismatchError(ValueError):
+    """Tensors are missing, unexpected, or of the wrong shape."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightEntry:
+    """One tensor: HF key <-> Flax path. ``kind="linear"`` transposes a 2-D weight."""
+
+    hf_key: str
+    path: Path
+    kind: Literal["linear", "copy"] = "copy"
+    group: Literal["encoder", "pooler", "classifier"] = "encoder"
+
+    def to_flax(self, tensor: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(tensor.T) if self.kind == "linear" else tensor
+
+    def to_hf(self, array: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(array.T) if self.kind == "linear" else array
+
+
+def linear(hf_prefix: str, path: Path, group: str = "encoder") -> list[WeightEntry]:
+    """Entries of a ``torch.nn.Linear`` (weight transposed to a Flax kernel, bias copied)."""
+    return [
+        WeightEntry(f"{hf_prefix}.weight", (*path, "kernel"), "linear", group),  # type: ignore[arg-type]
+        WeightEntry(f"{hf_prefix}.bias", (*path, "bias"), "copy", group),  # type: ignore[arg-type]
+    ]
+
+
+def layer_norm(hf_prefix: str, path: Path, group: str = "encoder", bias: bool = True) -> list[WeightEntry]:
+    """Entries of a ``torch.nn.LayerNorm`` (weight -> scale)."""
+    entries = [WeightEntry(f"{hf_prefix}.weight", (*path, "scale"), "copy", group)]  # type: ignore[arg-type]
+    if bias:
+        entries.append(WeightEntry(f"{hf_prefix}.bias", (*path, "bias"), "copy", group))  # type: ignore[arg-type]
+    return entries
+
+
+def embedding(hf_key: str, path: Path, group: str = "encoder") -> WeightEntry:
+    return WeightEntry(hf_key, (*path, "embedding"), "copy", group)  # type: ignore[arg-type]
+
+
+def _get(tree: Mapping[Any, Any], path: Path) -> Any:
+    node: Any = tree
+    for part in path:
+        node = node[part]
+    return node
+
+
+def _set(tree: dict[Any, Any], path: Path, value: Any) -> None:
+    node = tree
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    node[path[-1]] = value
+
+
+def hf_to_flax(
+    tensors: Mapping[str, np.ndarray],
+    table: Iterable[WeightEntry],
+    *,
+    key_prefixes: tuple[str, ...] = ("",),
+    required_groups: tuple[str, ...] = ("encoder", "pooler", "classifier"),
+    ignorable_prefixes: tuple[str, ...] = (),
+    shapes: Mapping[Path, tuple[int, ...]] | None = None,
+) -> tuple[dict[Any, Any], list[WeightEntry]]:
+    """Map an HF state dict onto Flax paths.
+
+    A table key ``k`` is looked up as ``p + k`` for each ``p`` in ``key_prefixes`` (then as the key
+    with the table's own first component removed, for bare backbone checkpoints). Returns the nested
+    Flax dict and the optional entries that were absent. Raises :class:`WeightMismatchError` listing
+    every missing required tensor, every unexpected tensor, and every shape mismatch.
+    """
+    table = list(table)
+    used: set[str] = set()
+    out: dict[Any, Any] = {}
+    missing, absent_optional, bad_shapes = [], [], []
+    for entry in table:
+        candidates = [p + entry.hf_key for p in key_prefixes]
+        if "." in entry.hf_key:
+            candidates.append(entry.hf_key.split(".", 1)[1])
+        key = next((c for c in candidates if c in tensors), None)
+        if key is None:
+            (missing if entry.group in required_groups else absent_optional).append(entry)
+            continue
+        used.add(key)
+        value = entry.to_flax(np.asarray(tensors[key]))
+        if shapes is not None and tuple(value.shape) != tuple(shapes[entry.path]):
+            bad_shapes.append(f"{key}: checkpoint {tuple(value.shape)} vs model {tuple(shapes[entry.path])}")
+        _set(out, entry.path, value)
+    unexpected = sorted(k for k in tensors if k not in used and not any(k.startswith(p) for p in ignorable_prefixes))
+    problems = []
+    if missing:
+        problems.append("missing tensors: " + ", ".join(e.hf_key for e in missing))
+    if unexpected:
+        problems.append("unexpected tensors: " + ", ".join(unexpected))
+    if bad_shapes:
+        problems.append("shape mismatches: " + "; ".join(bad_shapes))
+    if problems:
+        raise WeightMismatchError("; ".join(problems))
+    return out, absent_optional
+
+
+def flax_to_hf(params: Mapping[Any, Any], table: Iterable[WeightEntry]) -> dict[str, np.ndarray]:
+    """Export Flax parameters to HF keys; every table entry must exist in ``params``."""
+    out = {}
+    missing = []
+    for entry in table:
+        try:
+            value = _get(params, entry.path)
+        except (KeyError, IndexError, TypeError):
+            missing.append("/".join(map(str, entry.path)))
+            continue
+        out[entry.hf_key] = entry.to_hf(np.asarray(value, dtype=np.float32))
+    if missing:
+        raise WeightMismatchError("parameters missing from the model: " + ", ".join(missing))
+    return out

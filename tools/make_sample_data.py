@@ -1,0 +1,145 @@
+"""Generate the shipped sample dataset (data/sample/{train,dev,test}.jsonl) from tools/sample_bank.json.
+
+The data are synthetic: each candidate is a reference text or a controlled corruption of one
+(truncated, shuffled, a changed fact, repetition, off-topic, untranslated), and its four labels come
+from a per-corruption profile plus noise. Train/dev labels are integers like an LLM judge's; test items
+carry two simulated annotators (``annotations``) and their mean as ``labels``. Deterministic:
+
+    python tools/make_sample_data.py            # rewrites data/sample/
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DIMS = ("informativeness", "clarity", "plausibility", "faithfulness")
+# Mean label per corruption: informativeness, clarity, plausibility, faithfulness.
+PROFILES = {
+    "good": (4.7, 4.8, 4.8, 4.8),
+    "truncated": (2.3, 3.0, 3.8, 3.9),
+    "shuffled": (2.8, 1.4, 2.2, 2.9),
+    "changed_fact": (3.3, 4.6, 2.8, 1.4),
+    "repeated": (3.6, 2.2, 3.6, 4.1),
+    "off_topic": (1.3, 4.2, 2.6, 1.2),
+    "untranslated": (1.8, 3.2, 2.5, 1.7),
+}
+
+
+def shift_digits(text: str) -> str | None:
+    """Change every digit (any script) so that numbers become wrong; None if there is none."""
+    if not any(c.isdigit() for c in text):
+        return None
+    out = []
+    for c in text:
+        if c.isdigit():
+            base = ord(c) - int(c)
+            c = chr(base + (int(c) + 3) % 10)
+        out.append(c)
+    return "".join(out)
+
+
+def corrupt(kind: str, text: str, other: str, source: str, rng: random.Random) -> str | None:
+    words = text.split()
+    if kind == "good":
+        return text
+    if kind == "truncated":
+        return " ".join(words[: max(1, len(words) // 2)]) if len(words) > 3 else None
+    if kind == "shuffled":
+        if len(words) < 4:
+            return None
+        shuffled = words[:]
+        while shuffled == words:
+            rng.shuffle(shuffled)
+        return " ".join(shuffled)
+    if kind == "changed_fact":
+        changed = shift_digits(text)
+        if changed is None:
+            swap = other.split()
+            i, j = rng.randrange(len(words)), rng.randrange(len(swap))
+            words[i] = swap[j]
+            changed = " ".join(words)
+        return changed
+    if kind == "repeated":
+        cut = max(2, len(words) // 2)
+        return " ".join(words + words[:cut])
+    if kind == "off_topic":
+        return other
+    if kind == "untranslated":
+        return source
+    raise ValueError(kind)
+
+
+def build_pool(bank: dict, rng: random.Random) -> list[dict]:
+    langs = [lang for lang in bank if not lang.startswith("_")]
+    pool = []
+    for lang in langs:
+        facts = bank[lang]
+        for i, fact in enumerate(facts):
+            other = facts[(i + 1 + rng.randrange(len(facts) - 1)) % len(facts)]
+            mt_source = bank["de" if lang == "en" else "en"][i]["s"]
+            tasks = {
+                "qa": dict(question=fact["q"], reference=fact["a"], target=fact["a"], other=other["a"]),
+                "mt": dict(source=mt_source, reference=fact["s"], target=fact["s"], other=other["s"]),
+                "summarization": dict(source=f"{fact['s']} {fact['p']}", target=fact["a"], other=other["a"]),
+                "headline": dict(source=fact["s"], target=fact["h"], other=other["h"]),
+                "paraphrase": dict(source=fact["s"], target=fact["p"], other=other["p"]),
+                "chat": dict(question=fact["q"], target=fact["s"], other=other["s"]),
+            }
+            for task, spec in tasks.items():
+                kinds = [k for k in PROFILES if k != "untranslated" or task == "mt"]
+                for kind in kinds:
+                    cand = corrupt(kind, spec["target"], spec["other"], spec.get("source", ""), rng)
+                    if cand is None:
+                        continue
+                    item = {"task": task, "lang": lang}
+                    for field in ("question", "source", "reference"):
+                        if field in spec:
+                            item[field] = spec[field]
+                    item["candidate"] = cand
+                    item["_kind"] = kind
+                    pool.append(item)
+    return pool
+
+
+def judge_labels(kind: str, rng: random.Random, integer: bool) -> dict:
+    out = {}
+    for dim, mean in zip(DIMS, PROFILES[kind], strict=True):
+        value = min(5.0, max(1.0, rng.gauss(mean, 0.45)))
+        out[dim] = float(round(value)) if integer else round(value, 2)
+    return out
+
+
+def main() -> None:
+    rng = random.Random(20261122)
+    bank = json.loads((ROOT / "tools" / "sample_bank.json").read_text(encoding="utf-8"))
+    pool = build_pool(bank, rng)
+    rng.shuffle(pool)
+    sizes = {"train": 420, "dev": 100, "test": 140}
+    assert sum(sizes.values()) <= len(pool), len(pool)
+    out_dir = ROOT / "data" / "sample"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    start = 0
+    for split, size in sizes.items():
+        lines = []
+        for n, item in enumerate(pool[start : start + size]):
+            kind = item.pop("_kind")
+            record = {"id": f"{split}-{n:04d}", **item}
+            if split == "test":
+                annotators = [judge_labels(kind, rng, integer=True) for _ in range(2)]
+                record["labels"] = {d: sum(a[d] for a in annotators) / 2 for d in DIMS}
+                record["annotations"] = annotators
+            else:
+                record["labels"] = judge_labels(kind, rng, integer=True)
+                if split == "train" and rng.random() < 0.05:
+                    record["labels"][rng.choice(DIMS)] = None  # a dimension the judge failed to give
+            lines.append(json.dumps(record, ensure_ascii=False))
+        (out_dir / f"{split}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        start += size
+        print(f"{split}: {size} items")
+
+
+if __name__ == "__main__":
+    main()
