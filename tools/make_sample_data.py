@@ -117,7 +117,7 @@ def main() -> None:
     bank = json.loads((ROOT / "tools" / "sample_bank.json").read_text(encoding="utf-8"))
     pool = build_pool(bank, rng)
     rng.shuffle(pool)
-    sizes = {"train": 420, "dev": 100, "test": 140}
+    sizes = {"train": 760, "dev": 140, "test": 200}
     assert sum(sizes.values()) <= len(pool), len(pool)
     out_dir = ROOT / "data" / "sample"
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """Train the tiny offline WordPiece tokenizer (assets/tiny-wordpiece) on the sample bank.
 
-    python tools/make_tiny_tokenizer.py
+python tools/make_tiny_tokenizer.py
 """
 
 from __future__ import annotations

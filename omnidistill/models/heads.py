@@ -27,9 +27,7 @@ class LinearSigmoidHead(nnx.Module):
     """Four independent linear heads (one [4, H] matrix); score = 1 + 4 * sigmoid(logit)."""
 
     def __init__(self, features: int, *, rngs: nnx.Rngs):
-        self.linear = nnx.Linear(
-            features, NUM_DIMENSIONS, param_dtype=jnp.float32, kernel_init=nnx.initializers.normal(0.02), rngs=rngs
-        )
+        self.linear = nnx.Linear(features, NUM_DIMENSIONS, param_dtype=jnp.float32, kernel_init=nnx.initializers.normal(0.02), rngs=rngs)
 
     def __call__(self, pooled: jax.Array) -> jax.Array:
         return self.linear(pooled.astype(jnp.float32))

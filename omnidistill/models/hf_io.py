@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from omnidistill.models.regressor import Regressor
 from omnidistill.models.registry import get_family
+from omnidistill.models.regressor import Regressor
 from omnidistill.models.weights import hf_to_flax
 
 log = logging.getLogger(__name__)

@@ -47,9 +47,7 @@ def padding_mask(attention_mask: jax.Array) -> jax.Array:
     return attention_mask.astype(bool)[:, None, None, :]
 
 
-def attention(
-    q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, implementation: str = "xla"
-) -> jax.Array:
+def attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, implementation: str = "xla") -> jax.Array:
     """Scaled dot-product attention over [B, S, N, D] tensors with a boolean key mask.
 
     ``implementation`` is ``"xla"`` (any device) or ``"cudnn"`` (fused kernel on NVIDIA GPUs,

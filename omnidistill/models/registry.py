@@ -24,6 +24,8 @@ class Family:
     weight_table: Callable[[Any], list[WeightEntry]]
     hf_class: str
     ignorable_prefixes: tuple[str, ...] = ()
+    sharding_rules: tuple[tuple[str, tuple[str | None, ...]], ...] = ()
+    """(path regex, axis per dimension) tensor-parallel rules; unmatched matrices get FSDP by default."""
 
 
 FAMILIES: dict[str, Family] = {
@@ -36,6 +38,7 @@ FAMILIES: dict[str, Family] = {
         weight_table=bert_params.weight_table,
         hf_class=bert_params.HF_CLASS,
         ignorable_prefixes=bert_params.IGNORABLE_PREFIXES,
+        sharding_rules=bert_params.SHARDING_RULES,
     ),
 }
 

@@ -28,8 +28,12 @@ class BertEmbeddings(nnx.Module):
     def __init__(self, cfg: BertConfig, dtype, rngs: nnx.Rngs):
         self.cfg = cfg
         self.word_embeddings = nnx.Embed(cfg.vocab_size, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=_INIT, rngs=rngs)
-        self.position_embeddings = nnx.Embed(cfg.max_position_embeddings, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=_INIT, rngs=rngs)
-        self.token_type_embeddings = nnx.Embed(cfg.type_vocab_size, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=_INIT, rngs=rngs)
+        self.position_embeddings = nnx.Embed(
+            cfg.max_position_embeddings, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=_INIT, rngs=rngs
+        )
+        self.token_type_embeddings = nnx.Embed(
+            cfg.type_vocab_size, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=_INIT, rngs=rngs
+        )
         self.layer_norm = _norm(cfg.hidden_size, cfg.layer_norm_eps, rngs)
         self.dtype = dtype
 

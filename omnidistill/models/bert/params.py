@@ -9,6 +9,17 @@ HF_CLASS = "BertForSequenceClassification"
 # Tensors of pre-training checkpoints that the regressor does not use.
 IGNORABLE_PREFIXES = ("cls.", "bert.embeddings.position_ids", "embeddings.position_ids")
 
+# Megatron-style tensor parallelism: column-parallel in-projections, row-parallel out-projections.
+SHARDING_RULES = (
+    (r"attention/(query|key|value)/kernel$", ("fsdp", "tensor")),
+    (r"attention/(query|key|value)/bias$", ("tensor",)),
+    (r"attention/output/kernel$", ("tensor", "fsdp")),
+    (r"layers/\d+/intermediate/kernel$", ("fsdp", "tensor")),
+    (r"layers/\d+/intermediate/bias$", ("tensor",)),
+    (r"layers/\d+/output/kernel$", ("tensor", "fsdp")),
+    (r"word_embeddings/embedding$", ("tensor", "fsdp")),
+)
+
 
 def weight_table(cfg: BertConfig) -> list[WeightEntry]:
     """Every tensor of the encoder, pooler and the four-output classifier."""

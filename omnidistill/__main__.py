@@ -1,0 +1,3 @@
+from omnidistill.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,83 @@
+"""Command line: ``omnidistill train | eval``. A thin layer over the library."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from omnidistill.config import ConfigError
+
+
+def _train(args: argparse.Namespace) -> int:
+    from omnidistill.config import load_config
+    from omnidistill.train.distributed import maybe_initialize_distributed
+    from omnidistill.train.loop import train
+
+    cfg = load_config(args.config, args.overrides)
+    maybe_initialize_distributed()
+    summary = train(cfg, resume=args.resume)
+    print(f"done: {summary['steps']} steps, best dev MAE {summary['best_dev_mae']}, checkpoints in {summary['run_dir']}")
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from omnidistill.eval.report import report_markdown
+    from omnidistill.eval.run_eval import evaluate_run
+
+    report = evaluate_run(
+        args.run_dir, files=args.data, split=args.split, out_dir=args.out, checkpoint=args.checkpoint, batch_size=args.batch_size
+    )
+    print(report_markdown(report, f"{args.split}: {report['meta']['items']} items, step {report['meta']['step']}"))
+    print(f"report written to {args.out or args.run_dir + '/eval'}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from omnidistill.config_reference import config_reference_text
+
+    parser = argparse.ArgumentParser(prog="omnidistill", description="Distill LLM-judge Likert labels into fast encoder regressors (JAX).")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser(
+        "train",
+        help="train a regressor from a YAML config",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Train, evaluate on dev periodically, keep the best checkpoint by dev MAE.",
+        epilog="config keys (override any with key=value):\n" + config_reference_text(),
+    )
+    p.add_argument("config", help="YAML config file, e.g. configs/tiny.yaml")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. optim.lr=3e-5 mesh.data=8")
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in train.output_dir")
+    p.set_defaults(func=_train)
+
+    p = sub.add_parser("eval", help="evaluate a run on labelled data; writes JSON + Markdown reports")
+    p.add_argument("run_dir", help="run directory written by `omnidistill train` (train.output_dir)")
+    p.add_argument(
+        "--split", default="test", choices=["train", "dev", "test"], help="config split to evaluate and name of the report (default: test)"
+    )
+    p.add_argument("--data", nargs="+", metavar="FILE", help="JSONL/Parquet files to evaluate instead of the config's split")
+    p.add_argument("--out", help="report directory (default: RUN_DIR/eval)")
+    p.add_argument(
+        "--checkpoint", default="best", choices=["best", "latest"], help="which checkpoint to evaluate (default: best by dev MAE)"
+    )
+    p.add_argument("--batch-size", type=int, help="evaluation batch size (default: eval.batch_size of the run)")
+    p.set_defaults(func=_eval)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("absl", "orbax", "jax._src"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        return args.func(args)
+    except (ConfigError, ValueError, FileNotFoundError) as err:
+        print(f"omnidistill {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

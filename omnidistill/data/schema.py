@@ -1,0 +1,101 @@
+"""The omnidistill record schema and its validation (errors name the file and line)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from omnidistill.dimensions import DIMENSIONS, SCORE_MAX, SCORE_MIN
+
+TASKS = ("qa", "mt", "summarization", "headline", "paraphrase", "chat")
+TEXT_FIELDS = ("question", "source", "reference")
+KNOWN_FIELDS = {"id", "task", "lang", *TEXT_FIELDS, "candidate", "labels", "annotations", "group_id"}
+
+
+class DataError(ValueError):
+    """A malformed record or file; the message starts with ``file:line``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """One (input, candidate) item with up to four labels (None = missing dimension)."""
+
+    id: str
+    task: str
+    lang: str
+    candidate: str
+    question: str | None = None
+    source: str | None = None
+    reference: str | None = None
+    labels: tuple[float | None, ...] = (None,) * len(DIMENSIONS)
+    annotations: tuple[tuple[float | None, ...], ...] = ()
+    group_id: str | None = None
+
+    @property
+    def has_labels(self) -> bool:
+        return any(v is not None for v in self.labels)
+
+
+def _label_vector(obj: Any, where: str, field: str) -> tuple[float | None, ...]:
+    if not isinstance(obj, dict):
+        raise DataError(f"{where}: {field} must be an object with keys {', '.join(DIMENSIONS)}")
+    unknown = set(obj) - set(DIMENSIONS)
+    if unknown:
+        raise DataError(f"{where}: {field} has unknown dimension(s) {', '.join(sorted(unknown))}")
+    values = []
+    for dim in DIMENSIONS:
+        value = obj.get(dim)
+        if value is None:
+            values.append(None)
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+            raise DataError(f"{where}: {field}.{dim} must be a number in [1, 5], got {value!r}")
+        if not SCORE_MIN <= value <= SCORE_MAX:
+            raise DataError(f"{where}: {field}.{dim}={value} is outside [1, 5]")
+        values.append(float(value))
+    return tuple(values)
+
+
+def _optional_text(obj: dict, key: str, where: str) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise DataError(f"{where}: {key} must be a string, got {type(value).__name__}")
+    return value if value.strip() else None
+
+
+def validate_record(obj: Any, where: str, *, require_labels: bool = True) -> Record:
+    """Check one decoded JSON object / Parquet row against the schema and build a :class:`Record`."""
+    if not isinstance(obj, dict):
+        raise DataError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    unknown = set(obj) - KNOWN_FIELDS
+    if unknown:
+        raise DataError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    candidate = obj.get("candidate")
+    if not isinstance(candidate, str) or not candidate.strip():
+        raise DataError(f"{where}: missing or empty 'candidate'")
+    labels: tuple[float | None, ...] = (None,) * len(DIMENSIONS)
+    if obj.get("labels") is not None:
+        labels = _label_vector(obj["labels"], where, "labels")
+    annotations: tuple[tuple[float | None, ...], ...] = ()
+    if obj.get("annotations") is not None:
+        if not isinstance(obj["annotations"], list):
+            raise DataError(f"{where}: annotations must be a list of label objects")
+        annotations = tuple(_label_vector(a, where, f"annotations[{i}]") for i, a in enumerate(obj["annotations"]))
+    if require_labels and all(v is None for v in labels):
+        raise DataError(f"{where}: no labels (need at least one of {', '.join(DIMENSIONS)})")
+    ident = obj.get("id", where)
+    return Record(
+        id=str(ident),
+        task=_optional_text(obj, "task", where) or "unknown",
+        lang=_optional_text(obj, "lang", where) or "unknown",
+        candidate=candidate,
+        question=_optional_text(obj, "question", where),
+        source=_optional_text(obj, "source", where),
+        reference=_optional_text(obj, "reference", where),
+        labels=labels,
+        annotations=annotations,
+        group_id=None if obj.get("group_id") is None else str(obj["group_id"]),
+    )

@@ -1,0 +1,94 @@
+"""Read JSONL and Parquet files into validated records.
+
+Malformed input raises :class:`DataError` naming the file and line (JSONL) or row (Parquet), or, with
+``skip_invalid``, is skipped and counted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from omnidistill.data.schema import DataError, Record, validate_record
+
+log = logging.getLogger(__name__)
+
+
+def _jsonl_objects(path: Path) -> Iterator[tuple[str, Any]]:
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise DataError(f"{path}: cannot read: {err.strerror or err}") from None
+    for lineno, line in enumerate(raw.splitlines(), start=1):
+        where = f"{path}:{lineno}"
+        if not line.strip():
+            continue
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as err:
+            yield where, DataError(f"{where}: not valid UTF-8 ({err.reason} at byte {err.start})")
+            continue
+        try:
+            yield where, json.loads(text)
+        except json.JSONDecodeError as err:
+            yield where, DataError(f"{where}: invalid JSON: {err.msg} (column {err.colno})")
+
+
+def _parquet_objects(path: Path) -> Iterator[tuple[str, Any]]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise DataError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow)") from None
+    try:
+        table = pq.read_table(path)
+    except Exception as err:  # pyarrow raises several error types for corrupt files
+        raise DataError(f"{path}: cannot read Parquet: {err}") from None
+    for i, row in enumerate(table.to_pylist()):
+        yield f"{path}:row {i}", {k: v for k, v in row.items() if v is not None}
+
+
+def iter_objects(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """(location, decoded object or DataError) for every record of a JSONL or Parquet file."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    if path.suffix == ".parquet":
+        return _parquet_objects(path)
+    if path.suffix in (".jsonl", ".json", ".ndjson"):
+        return _jsonl_objects(path)
+    raise DataError(f"{path}: unsupported file type {path.suffix!r} (use .jsonl or .parquet)")
+
+
+def read_records(
+    paths: str | Path | Sequence[str | Path],
+    *,
+    skip_invalid: bool = False,
+    require_labels: bool = True,
+) -> tuple[list[Record], int]:
+    """Validated records of one or more files and the number skipped as invalid."""
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    records: list[Record] = []
+    skipped = 0
+    for path in paths:
+        n_before = len(records)
+        for where, obj in iter_objects(path):
+            try:
+                if isinstance(obj, DataError):
+                    raise obj
+                records.append(validate_record(obj, where, require_labels=require_labels))
+            except DataError as err:
+                if not skip_invalid:
+                    raise
+                skipped += 1
+                log.debug("skipped %s", err)
+        if len(records) == n_before and not skipped:
+            raise DataError(f"{path}: no records")
+    if skipped:
+        log.warning("skipped %d invalid record(s) (data.skip_invalid=true)", skipped)
+    if not records:
+        raise DataError(f"{', '.join(map(str, paths))}: no valid records")
+    return records, skipped

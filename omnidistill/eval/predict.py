@@ -1,0 +1,55 @@
+"""Batched, sharded, deterministic prediction over records."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh
+
+from omnidistill.data.pipeline import eval_dataset
+from omnidistill.data.schema import Record
+from omnidistill.data.tokenize import RecordEncoder
+from omnidistill.dimensions import NUM_DIMENSIONS
+from omnidistill.train.mesh import batch_sharding, global_batch_array
+
+
+def _to_host(x: jax.Array) -> np.ndarray:
+    if jax.process_count() == 1:
+        return np.asarray(x)
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+
+def predict_records(
+    predict_fn: Callable[[Any, dict], jax.Array],
+    params: Any,
+    records: Sequence[Record],
+    encoder: RecordEncoder,
+    mesh: Mesh,
+    *,
+    batch_size: int,
+    buckets: Sequence[int],
+) -> np.ndarray:
+    """Scores [N, 4] in record order. ``predict_fn`` should be jitted (one compile per bucket)."""
+    n_shards = mesh.shape["data"] * mesh.shape["fsdp"]
+    batch_size = max(n_shards, -(-batch_size // n_shards) * n_shards)
+    sharding = batch_sharding(mesh)
+    ds = eval_dataset(
+        records,
+        encoder,
+        global_batch=batch_size,
+        buckets=buckets,
+        process_index=jax.process_index(),
+        process_count=jax.process_count(),
+    )
+    out = np.zeros((len(records), NUM_DIMENSIONS), np.float32)
+    for local in ds:
+        batch = {k: global_batch_array(local[k], sharding) for k in ("input_ids", "attention_mask", "index")}
+        scores = _to_host(predict_fn(params, batch))
+        index = _to_host(batch["index"])
+        keep = index >= 0
+        out[index[keep]] = scores[keep]
+    return out

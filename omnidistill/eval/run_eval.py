@@ -1,0 +1,88 @@
+"""Evaluate a trained run directory on labelled files: report (JSON + Markdown) and predictions."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+from flax import nnx
+
+from omnidistill.config import MeshConfig
+from omnidistill.data.sources import read_records
+from omnidistill.data.tokenize import RecordEncoder
+from omnidistill.dimensions import DIMENSIONS
+from omnidistill.eval.predict import predict_records
+from omnidistill.eval.report import build_report, write_report
+from omnidistill.models.loader import load_tokenizer
+from omnidistill.models.regressor import build_regressor
+from omnidistill.train.checkpoint import restore_params
+from omnidistill.train.mesh import build_mesh, replicated
+from omnidistill.train.run_dir import load_run_metadata
+from omnidistill.train.step import make_predict_fn
+
+
+def load_trained(run_dir: str | Path, checkpoint: str = "best") -> tuple[Any, Any, Any, Any, int]:
+    """(config, graphdef, params, tokenizer, step) of a run's ``best`` or ``latest`` checkpoint, fp32."""
+    run_dir = Path(run_dir)
+    cfg, hf_config, tok_dir = load_run_metadata(run_dir)
+    model_cfg = dataclasses.replace(cfg.model, init_from=None, tokenizer=str(tok_dir))
+    model = build_regressor(model_cfg, hf_config)
+    graphdef, params_state = nnx.split(model, nnx.Param)
+    sub = {"best": "best", "latest": "checkpoints"}[checkpoint]
+    params, step = restore_params(run_dir / sub, params_state.to_pure_dict())
+    return cfg, graphdef, params, load_tokenizer(str(tok_dir)), step
+
+
+def evaluate_run(
+    run_dir: str | Path,
+    *,
+    files: list[str] | None = None,
+    split: str = "test",
+    out_dir: str | Path | None = None,
+    checkpoint: str = "best",
+    batch_size: int | None = None,
+) -> dict:
+    """Score ``files`` (default: the run config's ``data.<split>``) and write ``<split>.json/.md`` reports."""
+    run_dir = Path(run_dir)
+    cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint)
+    files = files or getattr(cfg.data, split)
+    if not files:
+        raise ValueError(f"no files to evaluate: pass --data or set data.{split} in the run config")
+    records, _ = read_records(files, skip_invalid=cfg.data.skip_invalid)
+    encoder = RecordEncoder(tokenizer, cfg.data.max_length)
+    mesh = build_mesh(MeshConfig())
+    params = jax.device_put(params, replicated(mesh))
+    predict_fn = jax.jit(make_predict_fn(graphdef))
+    bs = batch_size or cfg.eval.batch_size
+    predict_records(
+        predict_fn, params, records[: min(len(records), bs)], encoder, mesh, batch_size=bs, buckets=cfg.data.length_buckets
+    )  # compile
+    start = time.perf_counter()
+    pred = predict_records(predict_fn, params, records, encoder, mesh, batch_size=bs, buckets=cfg.data.length_buckets)
+    seconds = time.perf_counter() - start
+    report = build_report(records, pred)
+    report["meta"] = {
+        "run_dir": str(run_dir),
+        "checkpoint": checkpoint,
+        "step": step,
+        "files": list(files),
+        "items": len(records),
+        "device": jax.devices()[0].device_kind,
+        "seconds_per_1000": 1000 * seconds / len(records),
+    }
+    out_dir = Path(out_dir) if out_dir else run_dir / "eval"
+    write_report(report, out_dir, name=split, title=f"{split} ({len(records)} items, step {step})")
+    with (out_dir / f"{split}_predictions.jsonl").open("w", encoding="utf-8") as f:
+        for rec, row in zip(records, pred, strict=True):
+            f.write(
+                json.dumps(
+                    {"id": rec.id, "task": rec.task, "lang": rec.lang, "pred": dict(zip(DIMENSIONS, map(float, row), strict=True))},
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
+    return report

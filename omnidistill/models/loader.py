@@ -1,0 +1,53 @@
+"""Build a regressor and its tokenizer from a :class:`ModelConfig` (random init or HF weights)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import jax.numpy as jnp
+
+from omnidistill.config import ModelConfig
+from omnidistill.models.hf_io import load_hf_weights, read_hf_config, read_hf_tensors, resolve_hf_dir
+from omnidistill.models.regressor import Regressor, build_regressor
+
+log = logging.getLogger(__name__)
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+@dataclasses.dataclass
+class LoadedModel:
+    model: Regressor
+    hf_config: dict[str, Any]
+    tokenizer: Any
+
+
+def load_tokenizer(name_or_path: str) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(resolve_hf_dir(name_or_path)))
+
+
+def load_model(model_cfg: ModelConfig, *, compute_dtype: str = "float32", seed: int = 0) -> LoadedModel:
+    """Regressor (pretrained encoder if ``init_from``), its HF-style config dict, and its tokenizer."""
+    tok_name = model_cfg.tokenizer or model_cfg.init_from
+    if tok_name is None:
+        raise ValueError("model.tokenizer (or model.init_from) must name a tokenizer")
+    tokenizer = load_tokenizer(tok_name)
+    tensors = None
+    if model_cfg.init_from:
+        folder = resolve_hf_dir(model_cfg.init_from)
+        hf_config = {**read_hf_config(folder), **model_cfg.arch}
+        tensors = read_hf_tensors(folder)
+    else:
+        hf_config = dict(model_cfg.arch)
+        hf_config.setdefault("vocab_size", len(tokenizer))
+        hf_config.setdefault("model_type", model_cfg.family)
+    if hf_config.get("vocab_size", 0) < len(tokenizer):
+        raise ValueError(f"model vocab_size={hf_config.get('vocab_size')} is smaller than the tokenizer ({len(tokenizer)} tokens)")
+    model = build_regressor(model_cfg, hf_config, dtype=DTYPES[compute_dtype], seed=seed)
+    if tensors is not None:
+        absent = load_hf_weights(model, tensors, required_groups=("encoder",))
+        log.info("initialised encoder from %s (%d optional tensors left random)", model_cfg.init_from, len(absent))
+    return LoadedModel(model=model, hf_config=hf_config, tokenizer=tokenizer)

@@ -1,0 +1,93 @@
+"""Orbax checkpoints of a run directory.
+
+- ``checkpoints/<step>/``: full train state + grain iterator state, the latest ``keep`` steps (resume).
+- ``best/<step>/``: parameters of the best dev-MAE evaluation so far (eval and export read these).
+
+Orbax writes each step to a temporary directory and renames it when complete, so a crash never
+leaves a half-written step that looks finished.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import grain
+import jax
+import orbax.checkpoint as ocp
+
+log = logging.getLogger(__name__)
+
+
+def _abstract(tree: Any) -> Any:
+    return jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
+
+
+class RunCheckpoints:
+    """The two checkpoint managers of a run."""
+
+    def __init__(self, run_dir: str | Path, keep: int = 2):
+        run_dir = Path(run_dir).absolute()
+        self.latest = ocp.CheckpointManager(
+            run_dir / "checkpoints",
+            options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True),
+            item_handlers={"state": ocp.StandardCheckpointHandler(), "data": grain.checkpoint.CheckpointHandler()},
+        )
+        self.best = ocp.CheckpointManager(
+            run_dir / "best",
+            options=ocp.CheckpointManagerOptions(max_to_keep=1, best_fn=lambda m: m["dev_mae"], best_mode="min", create=True),
+            item_handlers={"params": ocp.StandardCheckpointHandler()},
+        )
+
+    def save(self, step: int, state: Any, data_iter: Any) -> None:
+        self.latest.save(
+            step,
+            args=ocp.args.Composite(state=ocp.args.StandardSave(state), data=grain.checkpoint.CheckpointSave(data_iter)),
+            force=True,
+        )
+
+    def save_best(self, step: int, params: Any, dev_mae: float) -> None:
+        self.best.save(step, args=ocp.args.Composite(params=ocp.args.StandardSave(params)), metrics={"dev_mae": float(dev_mae)}, force=True)
+
+    def latest_step(self) -> int | None:
+        return self.latest.latest_step()
+
+    def restore(self, state_like: Any, data_iter: Any, step: int | None = None) -> tuple[Any, int]:
+        """Restore train state (with ``state_like``'s shardings) and the iterator in place."""
+        step = self.latest.latest_step() if step is None else step
+        if step is None:
+            raise FileNotFoundError("no checkpoint to resume from")
+        restored = self.latest.restore(
+            step,
+            args=ocp.args.Composite(
+                state=ocp.args.StandardRestore(_abstract(state_like)), data=grain.checkpoint.CheckpointRestore(data_iter)
+            ),
+        )
+        return restored.state, step
+
+    def wait(self) -> None:
+        self.latest.wait_until_finished()
+        self.best.wait_until_finished()
+
+    def close(self) -> None:
+        self.latest.close()
+        self.best.close()
+
+
+def restore_params(ckpt_dir: str | Path, params_like: Any, *, step: int | None = None) -> tuple[Any, int]:
+    """Parameters of a run's best checkpoint (``RUN/best``) or of a latest-state checkpoint (``RUN/checkpoints``)."""
+    ckpt_dir = Path(ckpt_dir).absolute()
+    is_best = ckpt_dir.name == "best"
+    handlers = {"params": ocp.StandardCheckpointHandler()} if is_best else {"state": ocp.StandardCheckpointHandler()}
+    mgr = ocp.CheckpointManager(ckpt_dir, item_handlers=handlers)
+    step = mgr.latest_step() if step is None else step
+    if step is None:
+        raise FileNotFoundError(f"{ckpt_dir}: no checkpoint found")
+    if is_best:
+        out = mgr.restore(step, args=ocp.args.Composite(params=ocp.args.StandardRestore(_abstract(params_like)))).params
+    else:
+        raw = mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore())).state
+        out = jax.tree.map(lambda like, x: x.astype(like.dtype), params_like, raw["params"] if isinstance(raw, dict) else raw[1])
+    mgr.close()
+    return out, step

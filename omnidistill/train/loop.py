@@ -1,0 +1,201 @@
+"""The training loop: build everything from a :class:`Config`, train, evaluate on dev, checkpoint."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from tqdm import tqdm
+
+from omnidistill.config import Config
+from omnidistill.data.pipeline import train_dataset
+from omnidistill.data.sources import read_records
+from omnidistill.data.tokenize import RecordEncoder
+from omnidistill.eval.predict import predict_records
+from omnidistill.eval.report import build_report, report_markdown
+from omnidistill.models.loader import load_model
+from omnidistill.models.registry import get_family
+from omnidistill.train.checkpoint import RunCheckpoints
+from omnidistill.train.mesh import batch_sharding, build_mesh, global_batch_array, param_shardings, replicated
+from omnidistill.train.optimizer import build_optimizer
+from omnidistill.train.run_dir import save_run_metadata
+from omnidistill.train.state import TrainState
+from omnidistill.train.step import make_predict_fn, make_train_step
+
+log = logging.getLogger(__name__)
+BATCH_KEYS = ("input_ids", "attention_mask", "labels", "label_mask", "example_mask")
+
+
+class TrainError(ValueError):
+    """The run cannot start as configured."""
+
+
+def check_batching(cfg: Config, n_batch_shards: int, process_count: int) -> None:
+    b, a = cfg.train.batch_size, cfg.train.grad_accum
+    if a < 1 or b % a:
+        raise TrainError(f"train.batch_size={b} must be divisible by train.grad_accum={a}")
+    if (b // a) % n_batch_shards:
+        raise TrainError(f"train.batch_size/grad_accum={b // a} must be divisible by mesh data x fsdp = {n_batch_shards}")
+    if b % process_count:
+        raise TrainError(f"train.batch_size={b} must be divisible by the number of processes ({process_count})")
+
+
+def init_state(params: Any, tx: Any, seed: int, mesh: Any, rules: Any) -> TrainState:
+    """Sharded train state: parameters by rule, optimizer state following its parameters."""
+    params = jax.device_put(params, param_shardings(params, mesh, rules))
+    rep = replicated(mesh)
+    # Moments follow their parameter's sharding; scalars (step counts) are replicated over the mesh.
+    opt_state = jax.jit(tx.init)(params)
+    opt_state = jax.tree.map(lambda x: x if x.sharding.is_equivalent_to(_on_mesh(x, mesh), x.ndim) else jax.device_put(x, rep), opt_state)
+    return TrainState(
+        step=jax.device_put(jnp.int32(0), rep),
+        params=params,
+        opt_state=opt_state,
+        rng=jax.device_put(jax.random.PRNGKey(seed), rep),
+    )
+
+
+def _on_mesh(x: jax.Array, mesh: Any) -> Any:
+    spec = getattr(x.sharding, "spec", None)
+    return jax.sharding.NamedSharding(mesh, spec if spec is not None else jax.sharding.PartitionSpec())
+
+
+def _log_line(path: Path, record: dict) -> None:
+    if jax.process_index() == 0:
+        with path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
+    """Run training as configured; returns a summary (steps, best dev MAE, run directory)."""
+    run_dir = Path(cfg.train.output_dir)
+    mesh = build_mesh(cfg.mesh)
+    n_shards = mesh.shape["data"] * mesh.shape["fsdp"]
+    check_batching(cfg, n_shards, jax.process_count())
+
+    loaded = load_model(cfg.model, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed)
+    family = get_family(cfg.model.family)
+    encoder = RecordEncoder(loaded.tokenizer, cfg.data.max_length)
+    if not cfg.data.train:
+        raise TrainError("data.train names no file")
+    train_records, skipped = read_records(cfg.data.train, skip_invalid=cfg.data.skip_invalid)
+    dev_records = read_records(cfg.data.dev, skip_invalid=cfg.data.skip_invalid)[0] if cfg.data.dev else []
+    batch = cfg.train.batch_size
+    steps_per_epoch = max(1, len(train_records) // batch)
+    total_steps = cfg.train.max_steps or max(1, math.ceil(cfg.train.epochs * len(train_records) / batch))
+    eval_every = cfg.train.eval_every_steps or steps_per_epoch
+    ckpt_every = cfg.checkpoint.every_steps or eval_every
+
+    graphdef, params_state = nnx.split(loaded.model, nnx.Param)
+    params = params_state.to_pure_dict()
+    tx, schedules = build_optimizer(cfg.optim, params, total_steps)
+    state = init_state(params, tx, cfg.train.seed, mesh, family.sharding_rules)
+    state_shardings = jax.tree.map(lambda x: x.sharding, state)
+    b_sharding = batch_sharding(mesh)
+    dropout_on = (cfg.model.dropout if cfg.model.dropout is not None else getattr(loaded.model.arch, "hidden_dropout_prob", 0.0)) > 0
+    step_fn = jax.jit(
+        make_train_step(graphdef, tx, loss_name=cfg.train.loss, grad_accum=cfg.train.grad_accum, dropout=dropout_on),
+        in_shardings=(state_shardings, b_sharding),
+        out_shardings=(state_shardings, replicated(mesh)),
+        donate_argnums=0,
+    )
+    predict_fn = jax.jit(make_predict_fn(graphdef))
+
+    data_iter = iter(
+        train_dataset(
+            train_records,
+            encoder,
+            global_batch=batch,
+            seed=cfg.train.seed,
+            buckets=cfg.data.length_buckets,
+            process_index=jax.process_index(),
+            process_count=jax.process_count(),
+        ).to_iter_dataset()
+    )
+    ckpts = RunCheckpoints(run_dir, keep=cfg.checkpoint.keep)
+    start = 0
+    if ckpts.latest_step() is not None:
+        if not resume:
+            raise TrainError(f"{run_dir} already has checkpoints: pass --resume to continue, or set train.output_dir to a new directory")
+        state, start = ckpts.restore(state, data_iter)
+        log.info("resumed from step %d", start)
+    if jax.process_index() == 0:
+        save_run_metadata(run_dir, cfg, loaded.hf_config, loaded.tokenizer)
+    log_path = run_dir / "train_log.jsonl"
+    log.info(
+        "training %d steps (%d per epoch, %d train / %d dev records, %d skipped) on mesh %s",
+        total_steps,
+        steps_per_epoch,
+        len(train_records),
+        len(dev_records),
+        skipped,
+        dict(mesh.shape),
+    )
+
+    best_file = run_dir / "best_metrics.json"
+    best_mae = json.loads(best_file.read_text())["dev_mae"] if resume and best_file.exists() else float("inf")
+    bar = tqdm(total=total_steps, initial=start, disable=jax.process_index() != 0, desc="train", dynamic_ncols=True)
+    window_tokens, window_start, pending = 0, time.perf_counter(), []
+    last_dev: dict[str, Any] | None = None
+    step = start
+    while step < total_steps:
+        local = next(data_iter)
+        window_tokens += int(local["attention_mask"].sum()) * jax.process_count()
+        gbatch = {k: global_batch_array(local[k], b_sharding) for k in BATCH_KEYS}
+        state, metrics = step_fn(state, gbatch)
+        pending.append(metrics)
+        step += 1
+        bar.update(1)
+        if step % cfg.train.log_every_steps == 0 or step == total_steps:
+            fetched = jax.device_get(pending)
+            elapsed = time.perf_counter() - window_start
+            loss = float(np.mean([m["loss"] for m in fetched]))
+            rate = window_tokens / max(elapsed, 1e-9)
+            lrs = {f"lr_{k}": float(f(step)) for k, f in schedules.items()}
+            bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{rate:,.0f}")
+            _log_line(log_path, {"step": step, "loss": loss, "grad_norm": float(fetched[-1]["grad_norm"]), "tokens_per_s": rate, **lrs})
+            window_tokens, window_start, pending = 0, time.perf_counter(), []
+        if dev_records and (step % eval_every == 0 or step == total_steps):
+            pred = predict_records(
+                predict_fn, state.params, dev_records, encoder, mesh, batch_size=cfg.eval.batch_size, buckets=cfg.data.length_buckets
+            )
+            report = build_report(dev_records, pred)
+            dev_mae = report["overall"]["mae_dims"]
+            last_dev = report
+            _log_line(
+                log_path,
+                {
+                    "step": step,
+                    "dev_mae": dev_mae,
+                    "dev_rmse": report["overall"]["rmse"],
+                    "dev_pearson": report["overall"]["pearson"],
+                    "dev_acc1": report["overall"]["acc1"],
+                },
+            )
+            ov = report["overall"]
+            bar.write(f"step {step}: dev MAE {dev_mae:.4f} RMSE {ov['rmse']:.4f} r {ov['pearson']:.3f} Acc@±1 {ov['acc1']:.3f}")
+            if dev_mae < best_mae:
+                best_mae = dev_mae
+                ckpts.save_best(step, state.params, dev_mae)
+                if jax.process_index() == 0:
+                    best_file.write_text(json.dumps({"step": step, "dev_mae": dev_mae}))
+        if step % ckpt_every == 0 or step == total_steps:
+            ckpts.save(step, state, data_iter)
+    bar.close()
+    if not dev_records:  # no dev set: the final parameters stand in for the best ones
+        ckpts.save_best(step, state.params, 0.0)
+    ckpts.wait()
+    ckpts.close()
+    summary = {"steps": step, "best_dev_mae": best_mae if math.isfinite(best_mae) else None, "run_dir": str(run_dir)}
+    if last_dev is not None and jax.process_index() == 0:
+        (run_dir / "dev_report.md").write_text(report_markdown(last_dev, f"Dev set at step {step}"), encoding="utf-8")
+        print(report_markdown(last_dev, f"Dev set at step {step}"))
+    return summary

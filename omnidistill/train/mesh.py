@@ -1,0 +1,110 @@
+"""Device mesh from config, and regex rules that give every parameter a ``PartitionSpec``.
+
+Axes: ``data`` (pure data parallel), ``fsdp`` (data parallel with parameters/optimizer state sharded),
+``tensor`` (Megatron-style tensor parallel). The batch is split over ``data`` x ``fsdp``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from omnidistill.config import MeshConfig
+
+log = logging.getLogger(__name__)
+AXES = ("data", "fsdp", "tensor")
+BATCH_AXES = ("data", "fsdp")
+Rule = tuple[str, tuple[str | None, ...]]
+
+
+class MeshError(ValueError):
+    """Mesh axis sizes do not fit the available devices."""
+
+
+def mesh_shape(cfg: MeshConfig, n_devices: int) -> tuple[int, int, int]:
+    sizes = [cfg.data, cfg.fsdp, cfg.tensor]
+    if sum(s == -1 for s in sizes) > 1:
+        raise MeshError("mesh: at most one of data/fsdp/tensor may be -1")
+    if any(s == 0 or s < -1 for s in sizes):
+        raise MeshError(f"mesh: axis sizes must be positive or -1, got data={cfg.data} fsdp={cfg.fsdp} tensor={cfg.tensor}")
+    known = math.prod(s for s in sizes if s != -1)
+    if -1 in sizes:
+        if n_devices % known:
+            raise MeshError(f"mesh: {n_devices} devices are not divisible by the fixed axes (product {known})")
+        sizes[sizes.index(-1)] = n_devices // known
+    if math.prod(sizes) != n_devices:
+        raise MeshError(
+            f"mesh: data={sizes[0]} x fsdp={sizes[1]} x tensor={sizes[2]} = {math.prod(sizes)} devices, but {n_devices} are available"
+        )
+    return tuple(sizes)  # type: ignore[return-value]
+
+
+def build_mesh(cfg: MeshConfig, devices: Sequence[jax.Device] | None = None) -> Mesh:
+    """A ``(data, fsdp, tensor)`` mesh over all (or the given) devices."""
+    devices = list(devices if devices is not None else jax.devices())
+    shape = mesh_shape(cfg, len(devices))
+    return Mesh(np.asarray(devices).reshape(shape), AXES)
+
+
+def batch_sharding(mesh: Mesh) -> NamedSharding:
+    """Leading (batch) dimension split over data x fsdp; other dimensions replicated."""
+    return NamedSharding(mesh, P(BATCH_AXES))
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+    return NamedSharding(mesh, P())
+
+
+def path_string(path: tuple[Any, ...]) -> str:
+    """``('encoder', 'layers', 0, 'query', 'kernel')`` -> ``'encoder/layers/0/query/kernel'``."""
+    parts = []
+    for p in path:
+        key = getattr(p, "key", getattr(p, "idx", getattr(p, "name", p)))
+        parts.append(str(key))
+    return "/".join(parts)
+
+
+def _fit(spec: tuple[str | None, ...], shape: tuple[int, ...], mesh: Mesh) -> P:
+    """Drop axes that do not divide their dimension (or exceed the rank)."""
+    spec = tuple(spec[: len(shape)])
+    fitted = []
+    for dim, axis in zip(shape, spec, strict=False):
+        size = mesh.shape[axis] if axis is not None else 1
+        fitted.append(axis if axis is not None and size > 1 and dim % size == 0 else None)
+    return P(*fitted)
+
+
+def param_specs(params: Any, mesh: Mesh, rules: Sequence[Rule]) -> Any:
+    """``PartitionSpec`` per parameter: the first matching rule, else FSDP over the largest dimension."""
+    compiled = [(re.compile(pattern), spec) for pattern, spec in rules]
+
+    def spec_for(path, leaf) -> P:
+        name = path_string(path)
+        shape = tuple(np.shape(leaf))
+        for regex, spec in compiled:
+            if regex.search(name):
+                return _fit(spec, shape, mesh)
+        if len(shape) >= 2:
+            largest = int(np.argmax(shape))
+            default = tuple("fsdp" if i == largest else None for i in range(len(shape)))
+            return _fit(default, shape, mesh)
+        return P()
+
+    return jax.tree_util.tree_map_with_path(spec_for, params)
+
+
+def param_shardings(params: Any, mesh: Mesh, rules: Sequence[Rule]) -> Any:
+    return jax.tree.map(lambda spec: NamedSharding(mesh, spec), param_specs(params, mesh, rules))
+
+
+def global_batch_array(local: np.ndarray, sharding: NamedSharding) -> jax.Array:
+    """Assemble a global array from this process's rows (works single- and multi-process)."""
+    return jax.make_array_from_process_local_data(sharding, local)

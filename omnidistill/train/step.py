@@ -1,0 +1,97 @@
+"""The jitted train step (one optimizer update, optionally over several micro-batches)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+from omnidistill.losses import get_loss
+from omnidistill.train.state import TrainState
+
+Batch = dict[str, jax.Array]
+
+
+def make_loss_fn(graphdef: nnx.GraphDef, loss_name: str) -> Callable:
+    """(params, batch, rng) -> (loss sum, (valid cell count, absolute error sum))."""
+    loss_impl = get_loss(loss_name)
+
+    def loss_fn(params: Any, batch: Batch, rng: jax.Array | None):
+        model = nnx.merge(graphdef, params)
+        logits = model(batch["input_ids"], batch["attention_mask"], rng=rng)
+        scores = model.scores(logits)
+        mask = batch["label_mask"] * batch["example_mask"][:, None]
+        total, count = loss_impl(logits, scores, batch["labels"], mask)
+        abs_err = jnp.sum(jnp.abs(scores - batch["labels"]) * mask)
+        return total, (count, abs_err)
+
+    return loss_fn
+
+
+def _micro_batches(batch: Batch, n: int) -> Batch:
+    """[B, ...] -> [n, B/n, ...] taking every n-th row, so that each device keeps its own rows."""
+
+    def split(x):
+        rows = x.shape[0]
+        return jnp.moveaxis(x.reshape(rows // n, n, *x.shape[1:]), 1, 0)
+
+    return jax.tree.map(split, batch)
+
+
+def make_train_step(
+    graphdef: nnx.GraphDef,
+    tx: optax.GradientTransformation,
+    *,
+    loss_name: str = "mse",
+    grad_accum: int = 1,
+    dropout: bool = True,
+) -> Callable[[TrainState, Batch], tuple[TrainState, dict[str, jax.Array]]]:
+    """Build ``train_step(state, batch) -> (state, metrics)``; jit it with shardings and donation."""
+    loss_fn = make_loss_fn(graphdef, loss_name)
+    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+    def train_step(state: TrainState, batch: Batch):
+        rng = jax.random.fold_in(state.rng, state.step) if dropout else None
+        if grad_accum == 1:
+            (total, (count, abs_err)), grads = grad_fn(state.params, batch, rng)
+        else:
+            micro = _micro_batches(batch, grad_accum)
+            zeros = jax.tree.map(jnp.zeros_like, state.params)
+
+            def body(carry, xs):
+                g_acc, t_acc, c_acc, a_acc = carry
+                mb, i = xs
+                mrng = None if rng is None else jax.random.fold_in(rng, i)
+                (t, (c, a)), g = grad_fn(state.params, mb, mrng)
+                return (jax.tree.map(jnp.add, g_acc, g), t_acc + t, c_acc + c, a_acc + a), None
+
+            init = (zeros, jnp.float32(0), jnp.float32(0), jnp.float32(0))
+            (grads, total, count, abs_err), _ = jax.lax.scan(body, init, (micro, jnp.arange(grad_accum)))
+        denom = jnp.maximum(count, 1.0)
+        grads = jax.tree.map(lambda g: g / denom, grads)
+        updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        metrics = {
+            "loss": total / denom,
+            "mae": abs_err / denom,
+            "grad_norm": optax.global_norm(grads),
+            "cells": count,
+            "tokens": jnp.sum(batch["attention_mask"]),
+        }
+        return TrainState(state.step + 1, params, opt_state, state.rng), metrics
+
+    return train_step
+
+
+def make_predict_fn(graphdef: nnx.GraphDef) -> Callable[[Any, Batch], jax.Array]:
+    """(params, batch) -> scores [B, 4], deterministic (no dropout)."""
+
+    def predict(params: Any, batch: Batch) -> jax.Array:
+        model = nnx.merge(graphdef, params)
+        return model.scores(model(batch["input_ids"], batch["attention_mask"]))
+
+    return predict

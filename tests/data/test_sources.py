@@ -1,0 +1,80 @@
+"""Reading and validating JSONL / Parquet: malformed input names the file and line."""
+
+import json
+
+import pytest
+
+from omnidistill.data.schema import DataError
+from omnidistill.data.sources import read_records
+
+GOOD = {"id": "a", "task": "qa", "lang": "en", "question": "Q?", "candidate": "A.", "labels": {"informativeness": 4, "clarity": 5}}
+
+
+def write_lines(path, lines):
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_sample_dataset_is_valid(sample_dir):
+    for split in ("train", "dev", "test"):
+        records, skipped = read_records(sample_dir / f"{split}.jsonl")
+        assert records and skipped == 0
+        assert {r.task for r in records} == {"qa", "mt", "summarization", "headline", "paraphrase", "chat"}
+        assert len({r.lang for r in records}) == 6
+
+
+def test_missing_dimension_is_none_not_zero(tmp_path):
+    path = write_lines(tmp_path / "d.jsonl", [json.dumps(GOOD)])
+    (record,), _ = read_records(path)
+    assert record.labels == (4.0, 5.0, None, None)
+
+
+@pytest.mark.parametrize(
+    "bad,pattern",
+    [
+        ("{not json", r"d\.jsonl:2: invalid JSON"),
+        (json.dumps({**GOOD, "labels": {"clarity": 7}}), r"d\.jsonl:2: labels\.clarity=7 is outside \[1, 5\]"),
+        (json.dumps({k: v for k, v in GOOD.items() if k != "candidate"}), r"d\.jsonl:2: missing or empty 'candidate'"),
+        (json.dumps({**GOOD, "labels": {"fluency": 3}}), r"d\.jsonl:2: labels has unknown dimension\(s\) fluency"),
+        (json.dumps({**GOOD, "labels": {"clarity": "high"}}), r"d\.jsonl:2: labels\.clarity must be a number"),
+        (json.dumps({**GOOD, "labels": None}), r"d\.jsonl:2: no labels"),
+        (json.dumps([1, 2]), r"d\.jsonl:2: expected a JSON object"),
+        (json.dumps({**GOOD, "candidat": "x"}), r"d\.jsonl:2: unknown field\(s\) candidat"),
+    ],
+)
+def test_malformed_line_names_file_and_line(tmp_path, bad, pattern):
+    path = write_lines(tmp_path / "d.jsonl", [json.dumps(GOOD), bad])
+    with pytest.raises(DataError, match=pattern):
+        read_records(path)
+
+
+def test_skip_invalid_skips_and_counts(tmp_path):
+    lines = [json.dumps(GOOD), "{oops", json.dumps({**GOOD, "labels": {"clarity": 0}}), json.dumps(GOOD)]
+    records, skipped = read_records(write_lines(tmp_path / "d.jsonl", lines), skip_invalid=True)
+    assert len(records) == 2 and skipped == 2
+
+
+def test_bad_utf8_and_empty_and_missing_files(tmp_path):
+    path = tmp_path / "enc.jsonl"
+    path.write_bytes(json.dumps(GOOD).encode() + b"\n\xff\xfe\n")
+    with pytest.raises(DataError, match=r"enc\.jsonl:2: not valid UTF-8"):
+        read_records(path)
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(DataError, match=r"empty\.jsonl: no records"):
+        read_records(tmp_path / "empty.jsonl")
+    with pytest.raises(DataError, match=r"nope\.jsonl: file not found"):
+        read_records(tmp_path / "nope.jsonl")
+    with pytest.raises(DataError, match=r"unsupported file type"):
+        read_records(write_lines(tmp_path / "d.csv", ["a,b"]))
+
+
+def test_parquet_rows_are_read_and_validated(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = [GOOD, {**GOOD, "id": "b", "labels": {"informativeness": 9.0, "clarity": 2.0}}]
+    table = pa.Table.from_pylist(rows)
+    pq.write_table(table, tmp_path / "d.parquet")
+    with pytest.raises(DataError, match=r"d\.parquet:row 1: labels\.informativeness=9\.0 is outside"):
+        read_records(tmp_path / "d.parquet")
+    records, skipped = read_records(tmp_path / "d.parquet", skip_invalid=True)
+    assert [r.id for r in records] == ["a"] and skipped == 1

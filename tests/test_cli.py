@@ -1,0 +1,72 @@
+"""End to end through the CLI: train the tiny default briefly, resume, evaluate; --help documents options."""
+
+import json
+
+import pytest
+
+from omnidistill.cli import main
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory, repo_root):
+    run = tmp_path_factory.mktemp("runs") / "tiny"
+    cfg = str(repo_root / "configs" / "tiny.yaml")
+    args = [
+        "train",
+        cfg,
+        f"train.output_dir={run}",
+        "train.max_steps=6",
+        "train.eval_every_steps=3",
+        "train.log_every_steps=2",
+        f"data.train=[{repo_root}/data/sample/train.jsonl]",
+        f"data.dev=[{repo_root}/data/sample/dev.jsonl]",
+        f"data.test=[{repo_root}/data/sample/test.jsonl]",
+        f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
+    ]
+    assert main(args) == 0
+    return run, args
+
+
+def test_train_writes_checkpoints_logs_and_dev_report(trained_run):
+    run, _ = trained_run
+    assert sorted(p.name for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == ["3", "6"]
+    assert any(p.name.isdigit() for p in (run / "best").iterdir())
+    log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
+    assert any("dev_mae" in r for r in log) and any("tokens_per_s" in r for r in log)
+    assert "| **overall** |" in (run / "dev_report.md").read_text()
+    assert (run / "config.yaml").exists() and (run / "tokenizer" / "tokenizer.json").exists()
+
+
+def test_refuses_to_overwrite_then_resumes(trained_run, capsys):
+    run, args = trained_run
+    assert main(args) == 2
+    assert "--resume" in capsys.readouterr().err
+    longer = [a if not a.startswith("train.max_steps") else "train.max_steps=8" for a in args]
+    assert main([*longer, "--resume"]) == 0
+    steps = sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit())
+    assert steps[-1] == 8
+
+
+def test_eval_writes_json_and_markdown(trained_run, capsys):
+    run, _ = trained_run
+    assert main(["eval", str(run), "--split", "test"]) == 0
+    report = json.loads((run / "eval" / "test.json").read_text())
+    assert report["meta"]["items"] == 200
+    assert set(report["by_lang"]) == {"ar", "bn", "de", "en", "es", "hi"}
+    assert 0 < report["overall"]["mae"] < 4
+    assert (run / "eval" / "test.md").read_text().startswith("## test")
+    assert len((run / "eval" / "test_predictions.jsonl").read_text().splitlines()) == 200
+    assert "MAE" in capsys.readouterr().out
+
+
+def test_bad_override_is_a_clear_cli_error(repo_root, capsys):
+    assert main(["train", str(repo_root / "configs" / "tiny.yaml"), "optim.lrr=1"]) == 2
+    assert "optim.lrr: unknown key" in capsys.readouterr().err
+
+
+def test_help_documents_every_config_key(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    for key in ("optim.head_lr", "train.grad_accum", "mesh.fsdp", "data.skip_invalid", "--resume"):
+        assert key in out
