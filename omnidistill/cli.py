@@ -1,4 +1,4 @@
-"""Command line: ``omnidistill train | eval``. A thin layer over the library."""
+"""Command line: ``omnidistill train | eval | export | import``. A thin layer over the library."""
 
 from __future__ import annotations
 
@@ -33,6 +33,27 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from omnidistill.export.hf_export import export_run
+
+    verify = None if args.verify == "auto" else args.verify == "on"
+    summary = export_run(args.run_dir, args.out_dir, checkpoint=args.checkpoint, verify=verify, push_to_hub=args.push_to_hub)
+    check = f"verified in PyTorch (max |score diff| {summary['max_abs_diff']:.1e})" if summary["verified"] else "not verified"
+    print(f"exported step {summary['step']} to {summary['out_dir']} ({summary['tensors']} tensors, {check})")
+    if "hub_url" in summary:
+        print(f"pushed: {summary['hub_url']}")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from omnidistill.export.hf_import import import_hf
+
+    summary = import_hf(args.source, args.run_dir, require_head=args.require_head)
+    note = f"; left at random init: {', '.join(summary['random_init'])}" if summary["random_init"] else ""
+    print(f"imported {args.source} ({summary['family']}) into {summary['run_dir']}{note}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from omnidistill.config_reference import config_reference_text
 
@@ -64,6 +85,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--batch-size", type=int, help="evaluation batch size (default: eval.batch_size of the run)")
     p.set_defaults(func=_eval)
+
+    p = sub.add_parser("export", help="write a Hugging Face folder (safetensors + config + tokenizer + card) from a run")
+    p.add_argument("run_dir", help="run directory written by `omnidistill train` or `omnidistill import`")
+    p.add_argument("out_dir", help="folder to write (replaced atomically)")
+    p.add_argument("--checkpoint", default="best", choices=["best", "latest"], help="which checkpoint to export (default: best)")
+    p.add_argument(
+        "--verify",
+        default="auto",
+        choices=["auto", "on", "off"],
+        help="reload in PyTorch and compare scores (fail above 1e-3); auto = on when torch is installed",
+    )
+    p.add_argument("--push-to-hub", metavar="REPO", help="upload to this Hub repo (token from the HF_TOKEN environment variable)")
+    p.set_defaults(func=_export)
+
+    p = sub.add_parser("import", help="turn a Hugging Face PyTorch model into a run directory")
+    p.add_argument("source", help="HF model folder or hub id (BertModel, or BertForSequenceClassification with 4 labels)")
+    p.add_argument("run_dir", help="run directory to create")
+    p.add_argument("--require-head", action="store_true", help="fail unless pooler and 4-label classifier weights are present")
+    p.set_defaults(func=_import)
     return parser
 
 
@@ -74,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return args.func(args)
-    except (ConfigError, ValueError, FileNotFoundError) as err:
+    except (ConfigError, ValueError, FileNotFoundError, RuntimeError) as err:
         print(f"omnidistill {args.command}: error: {err}", file=sys.stderr)
         return 2
 

@@ -51,11 +51,11 @@ def test_eval_writes_json_and_markdown(trained_run, capsys):
     run, _ = trained_run
     assert main(["eval", str(run), "--split", "test"]) == 0
     report = json.loads((run / "eval" / "test.json").read_text())
-    assert report["meta"]["items"] == 200
+    assert report["meta"]["items"] == 300
     assert set(report["by_lang"]) == {"ar", "bn", "de", "en", "es", "hi"}
     assert 0 < report["overall"]["mae"] < 4
     assert (run / "eval" / "test.md").read_text().startswith("## test")
-    assert len((run / "eval" / "test_predictions.jsonl").read_text().splitlines()) == 200
+    assert len((run / "eval" / "test_predictions.jsonl").read_text().splitlines()) == 300
     assert "MAE" in capsys.readouterr().out
 
 

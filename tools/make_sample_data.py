@@ -28,6 +28,10 @@ PROFILES = {
 }
 
 
+STOCHASTIC = {"truncated", "shuffled", "changed_fact", "repeated"}
+DRAWS = 4
+
+
 def shift_digits(text: str) -> str | None:
     """Change every digit (any script) so that numbers become wrong; None if there is none."""
     if not any(c.isdigit() for c in text):
@@ -46,7 +50,7 @@ def corrupt(kind: str, text: str, other: str, source: str, rng: random.Random) -
     if kind == "good":
         return text
     if kind == "truncated":
-        return " ".join(words[: max(1, len(words) // 2)]) if len(words) > 3 else None
+        return " ".join(words[: max(1, int(len(words) * rng.uniform(0.25, 0.6)))]) if len(words) > 3 else None
     if kind == "shuffled":
         if len(words) < 4:
             return None
@@ -63,8 +67,9 @@ def corrupt(kind: str, text: str, other: str, source: str, rng: random.Random) -
             changed = " ".join(words)
         return changed
     if kind == "repeated":
-        cut = max(2, len(words) // 2)
-        return " ".join(words + words[:cut])
+        start = rng.randrange(max(1, len(words) - 2))
+        cut = rng.randint(2, max(2, len(words) // 2))
+        return " ".join(words + words[start : start + cut])
     if kind == "off_topic":
         return other
     if kind == "untranslated":
@@ -90,17 +95,20 @@ def build_pool(bank: dict, rng: random.Random) -> list[dict]:
             }
             for task, spec in tasks.items():
                 kinds = [k for k in PROFILES if k != "untranslated" or task == "mt"]
+                seen = set()
                 for kind in kinds:
-                    cand = corrupt(kind, spec["target"], spec["other"], spec.get("source", ""), rng)
-                    if cand is None:
-                        continue
-                    item = {"task": task, "lang": lang}
-                    for field in ("question", "source", "reference"):
-                        if field in spec:
-                            item[field] = spec[field]
-                    item["candidate"] = cand
-                    item["_kind"] = kind
-                    pool.append(item)
+                    for _ in range(DRAWS if kind in STOCHASTIC else 1):
+                        cand = corrupt(kind, spec["target"], spec["other"], spec.get("source", ""), rng)
+                        if cand is None or cand in seen:
+                            continue
+                        seen.add(cand)
+                        item = {"task": task, "lang": lang}
+                        for field in ("question", "source", "reference"):
+                            if field in spec:
+                                item[field] = spec[field]
+                        item["candidate"] = cand
+                        item["_kind"] = kind
+                        pool.append(item)
     return pool
 
 
@@ -117,7 +125,7 @@ def main() -> None:
     bank = json.loads((ROOT / "tools" / "sample_bank.json").read_text(encoding="utf-8"))
     pool = build_pool(bank, rng)
     rng.shuffle(pool)
-    sizes = {"train": 760, "dev": 140, "test": 200}
+    sizes = {"train": 2100, "dev": 240, "test": 300}
     assert sum(sizes.values()) <= len(pool), len(pool)
     out_dir = ROOT / "data" / "sample"
     out_dir.mkdir(parents=True, exist_ok=True)

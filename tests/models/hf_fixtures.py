@@ -18,13 +18,13 @@ TINY_BERT = dict(
 )
 
 
-def save_tiny_bert(folder: Path, classification: bool = False, seed: int = 0) -> Path:
+def save_tiny_bert(folder: Path, classification: bool = False, seed: int = 0, **overrides) -> Path:
     """Save a random BertModel (or BertForSequenceClassification with 4 labels) to ``folder``."""
     import torch
     from transformers import BertConfig, BertForSequenceClassification, BertModel
 
     torch.manual_seed(seed)
-    cfg = BertConfig(**TINY_BERT)
+    cfg = BertConfig(**{**TINY_BERT, **overrides})
     if classification:
         cfg.num_labels = 4
         cfg.problem_type = "multi_label_classification"

@@ -1,0 +1,52 @@
+"""Import a Hugging Face PyTorch model (folder or hub id) as an omnidistill run directory.
+
+A ``*ForSequenceClassification`` checkpoint with 4 labels imports completely (encoder, pooler, heads);
+a bare backbone imports its encoder and leaves pooler/heads at random initialisation (reported).
+The result has ``best/0/`` parameters, so ``eval``, ``export`` and ``score`` work on it, and it can
+seed training through ``model.init_from``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import Any
+
+from flax import nnx
+
+from omnidistill.config import Config, ModelConfig
+from omnidistill.models.hf_io import load_hf_weights, read_hf_config, read_hf_tensors, resolve_hf_dir
+from omnidistill.models.loader import load_tokenizer
+from omnidistill.models.registry import family_for_model_type
+from omnidistill.models.regressor import build_regressor
+from omnidistill.train.checkpoint import RunCheckpoints
+from omnidistill.train.run_dir import save_run_metadata
+
+log = logging.getLogger(__name__)
+
+
+def import_hf(source: str, run_dir: str | Path, *, require_head: bool = False) -> dict[str, Any]:
+    """Convert ``source`` into a run directory at ``run_dir``; returns what was imported."""
+    folder = resolve_hf_dir(source)
+    hf_config = read_hf_config(folder)
+    model_type = hf_config.get("model_type")
+    family = family_for_model_type(str(model_type))
+    num_labels = len(hf_config.get("id2label", {})) or hf_config.get("num_labels")
+    has_head = family.hf_class in hf_config.get("architectures", [])
+    if has_head and num_labels not in (None, 4):
+        raise ValueError(f"{folder}: classifier has {num_labels} labels; an omnidistill scorer needs 4")
+    model_cfg = ModelConfig(family=family.name, tokenizer=str(folder))
+    model = build_regressor(model_cfg, hf_config)
+    groups = ("encoder", "pooler", "classifier") if (has_head or require_head) else ("encoder",)
+    absent = load_hf_weights(model, read_hf_tensors(folder), required_groups=groups)
+    tokenizer = load_tokenizer(str(folder))
+    run_dir = Path(run_dir)
+    cfg = Config(model=dataclasses.replace(model_cfg, tokenizer=None, init_from=str(folder)))
+    cfg.train.output_dir = str(run_dir)
+    save_run_metadata(run_dir, cfg, hf_config, tokenizer)
+    ckpts = RunCheckpoints(run_dir)
+    ckpts.save_best(0, nnx.state(model, nnx.Param).to_pure_dict(), float("inf"))
+    ckpts.wait()
+    ckpts.close()
+    return {"run_dir": str(run_dir), "family": family.name, "random_init": absent}

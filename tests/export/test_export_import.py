@@ -1,0 +1,165 @@
+"""Export to a Hugging Face folder, import from one, round trips, verification, refusals."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from omnidistill.cli import main
+from omnidistill.export.hf_export import ExportError, export_run, export_tensors, push_folder
+from omnidistill.export.hf_import import import_hf
+from omnidistill.models.weights import WeightMismatchError
+from tests.models.hf_fixtures import save_tiny_bert
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture()
+def hf_classifier(tmp_path, tiny_tokenizer_dir):
+    """A random 4-label BertForSequenceClassification with the tiny tokenizer."""
+    folder = save_tiny_bert(tmp_path / "hf", classification=True, vocab_size=1024)
+    transformers.AutoTokenizer.from_pretrained(tiny_tokenizer_dir).save_pretrained(folder)
+    return folder
+
+
+def test_import_then_export_round_trips_tensors_exactly(tmp_path, hf_classifier):
+    summary = import_hf(str(hf_classifier), tmp_path / "run")
+    assert summary["family"] == "bert" and summary["random_init"] == []
+    result = export_run(tmp_path / "run", tmp_path / "out")
+    assert result["verified"] and result["max_abs_diff"] < 1e-5
+    original = load_file(str(hf_classifier / "model.safetensors"))
+    exported = load_file(str(tmp_path / "out" / "model.safetensors"))
+    original = {k: v for k, v in original.items() if not k.endswith("position_ids")}
+    assert set(exported) == set(original)
+    for key, value in original.items():
+        np.testing.assert_array_equal(exported[key], value, err_msg=key)
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert len(config["id2label"]) == 4 and config["problem_type"] == "multi_label_classification"
+    assert list(config["id2label"].values()) == ["informativeness", "clarity", "plausibility", "faithfulness"]
+    assert config["architectures"] == ["BertForSequenceClassification"]
+
+
+def test_trained_sharded_checkpoint_exports_and_scores_the_same(tmp_path, repo_root):
+    run = tmp_path / "run"
+    args = [
+        "train",
+        str(repo_root / "configs" / "tiny.yaml"),
+        f"train.output_dir={run}",
+        "train.max_steps=4",
+        "train.eval_every_steps=4",
+        "mesh.data=1",
+        "mesh.fsdp=8",
+        f"data.train=[{repo_root}/data/sample/train.jsonl]",
+        f"data.dev=[{repo_root}/data/sample/dev.jsonl]",
+        f"data.test=[{repo_root}/data/sample/test.jsonl]",
+        f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
+    ]
+    assert main(args) == 0
+    assert main(["export", str(run), str(tmp_path / "hf"), "--verify", "on"]) == 0
+    # The README's plain-transformers snippet, with no omnidistill involved:
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "hf").eval()
+    enc = tok(f" {tok.sep_token} ".join(["What is the capital of France?", "Paris is the capital of France."]), return_tensors="pt")
+    scores = 1 + 4 * model(**enc).logits.sigmoid()
+    assert scores.shape == (1, 4) and bool(((scores >= 1) & (scores <= 5)).all())
+    card = (tmp_path / "hf" / "README.md").read_text()
+    assert "1 + 4 * sigmoid(logits)" in card and "data/sample/train.jsonl" in card
+
+
+def test_verification_failure_is_reported(tmp_path, hf_classifier, monkeypatch):
+    import_hf(str(hf_classifier), tmp_path / "run")
+    from omnidistill.export import hf_export
+
+    real = hf_export.flax_to_hf
+
+    def corrupt(params, table):
+        out = real(params, table)
+        out["classifier.bias"] = out["classifier.bias"] + 1.0
+        return out
+
+    monkeypatch.setattr(hf_export, "flax_to_hf", corrupt)
+    with pytest.raises(ExportError, match="differs from the JAX model"):
+        export_run(tmp_path / "run", tmp_path / "out", verify=True)
+    assert not (tmp_path / "out").exists()  # nothing half-written under the final name
+
+
+def test_non_standard_head_and_non_finite_values_are_refused():
+    with pytest.raises(ExportError, match="no standard transformers equivalent"):
+        export_tensors("bert", None, {}, "mean", "shared_mlp")
+    from omnidistill.models.bert.config import BertConfig
+
+    arch = BertConfig(
+        vocab_size=4, hidden_size=4, num_hidden_layers=0, num_attention_heads=1, intermediate_size=4, max_position_embeddings=4
+    )
+    params = {
+        "encoder": {
+            "embeddings": {
+                "word_embeddings": {"embedding": np.zeros((4, 4))},
+                "position_embeddings": {"embedding": np.zeros((4, 4))},
+                "token_type_embeddings": {"embedding": np.zeros((2, 4))},
+                "layer_norm": {"scale": np.ones(4), "bias": np.zeros(4)},
+            }
+        },
+        "pooler": {"dense": {"kernel": np.full((4, 4), np.nan), "bias": np.zeros(4)}},
+        "head": {"linear": {"kernel": np.zeros((4, 4)), "bias": np.zeros(4)}},
+    }
+    with pytest.raises(ExportError, match=r"non-finite values in: bert\.pooler\.dense\.weight"):
+        export_tensors("bert", arch, params, "cls", "linear_sigmoid")
+
+
+def test_import_lists_missing_and_unexpected_tensors(tmp_path, hf_classifier):
+    tensors = load_file(str(hf_classifier / "model.safetensors"))
+    tensors["bert.encoder.layer.0.attention.self.extra.weight"] = np.zeros((2, 2), np.float32)
+    del tensors["bert.encoder.layer.1.output.dense.bias"]
+    save_file(tensors, str(hf_classifier / "model.safetensors"))
+    with pytest.raises(WeightMismatchError) as err:
+        import_hf(str(hf_classifier), tmp_path / "run")
+    assert "missing tensors: bert.encoder.layer.1.output.dense.bias" in str(err.value)
+    assert "unexpected tensors: bert.encoder.layer.0.attention.self.extra.weight" in str(err.value)
+
+
+def test_bare_backbone_imports_encoder_and_reports_random_head(tmp_path, tiny_tokenizer_dir):
+    folder = save_tiny_bert(tmp_path / "backbone", vocab_size=1024)
+    transformers.AutoTokenizer.from_pretrained(tiny_tokenizer_dir).save_pretrained(folder)
+    summary = import_hf(str(folder), tmp_path / "run")
+    assert summary["random_init"] == ["classifier.weight", "classifier.bias"]
+    with pytest.raises(WeightMismatchError, match=r"missing tensors: classifier\.weight"):
+        import_hf(str(folder), tmp_path / "run2", require_head=True)
+
+
+def test_unsupported_model_type_is_rejected(tmp_path, hf_classifier):
+    shutil.copytree(hf_classifier, tmp_path / "gpt")
+    cfg = json.loads((tmp_path / "gpt" / "config.json").read_text())
+    cfg["model_type"] = "gpt2"
+    (tmp_path / "gpt" / "config.json").write_text(json.dumps(cfg))
+    assert main(["import", str(tmp_path / "gpt"), str(tmp_path / "run")]) == 2
+
+
+def test_push_to_hub_uses_env_token_only(tmp_path, monkeypatch):
+    calls = {}
+
+    class FakeApi:
+        def __init__(self, token):
+            calls["token"] = token
+
+        def create_repo(self, repo_id, exist_ok):
+            calls["repo"] = repo_id
+
+        def upload_folder(self, folder_path, repo_id, commit_message):
+            calls["folder"] = folder_path
+            return "https://hub.example/commit/1"
+
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    with pytest.raises(ExportError, match="HF_TOKEN"):
+        push_folder(tmp_path, "me/scorer")
+    monkeypatch.setenv("HF_TOKEN", "secret")
+    assert push_folder(tmp_path, "me/scorer") == "https://hub.example/commit/1"
+    assert calls == {"token": "secret", "repo": "me/scorer", "folder": str(tmp_path)}
