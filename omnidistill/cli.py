@@ -17,6 +17,9 @@ def _train(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)
     maybe_initialize_distributed()
     summary = train(cfg, resume=args.resume)
+    if summary["preempted"]:
+        print(f"preempted at step {summary['steps']}: checkpoint saved in {summary['run_dir']}; continue with --resume")
+        return 0
     print(f"done: {summary['steps']} steps, best dev MAE {summary['best_dev_mae']}, checkpoints in {summary['run_dir']}")
     return 0
 

@@ -122,6 +122,8 @@ class TrainConfig:
     compute_dtype: Literal["bfloat16", "float32"] = "bfloat16"
     loss: str = "mse"
     """Loss registry key (``mse``)."""
+    nonfinite: Literal["stop", "skip"] = "stop"
+    """A NaN/Inf loss or gradient never updates the parameters; ``stop`` then ends the run with an error, ``skip`` counts and goes on."""
 
 
 @dataclasses.dataclass

@@ -70,3 +70,10 @@ def test_help_documents_every_config_key(capsys):
     out = capsys.readouterr().out
     for key in ("optim.head_lr", "train.grad_accum", "mesh.fsdp", "data.skip_invalid", "--resume"):
         assert key in out
+
+
+def test_resume_with_a_different_model_is_refused(trained_run, capsys):
+    _, args = trained_run
+    assert main([*args, "model.arch.hidden_size=32", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "different model" in err and "hidden_size: checkpoint 64 != config 32" in err

@@ -24,6 +24,21 @@ def _abstract(tree: Any) -> Any:
     return jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
 
 
+class CheckpointError(RuntimeError):
+    """No usable checkpoint, or a state that must not be saved."""
+
+
+def assert_finite(tree: Any, what: str) -> None:
+    """Refuse to save NaN/Inf values."""
+    bad = [
+        jax.tree_util.keystr(path)
+        for path, x in jax.tree_util.tree_leaves_with_path(tree)
+        if hasattr(x, "dtype") and jax.numpy.issubdtype(x.dtype, jax.numpy.floating) and not bool(jax.numpy.isfinite(x).all())
+    ]
+    if bad:
+        raise CheckpointError(f"refusing to save {what} with non-finite values in {', '.join(bad[:5])}")
+
+
 class RunCheckpoints:
     """The two checkpoint managers of a run."""
 
@@ -41,6 +56,7 @@ class RunCheckpoints:
         )
 
     def save(self, step: int, state: Any, data_iter: Any) -> None:
+        assert_finite(state.params, "parameters")
         self.latest.save(
             step,
             args=ocp.args.Composite(state=ocp.args.StandardSave(state), data=grain.checkpoint.CheckpointSave(data_iter)),
@@ -48,23 +64,32 @@ class RunCheckpoints:
         )
 
     def save_best(self, step: int, params: Any, dev_mae: float) -> None:
+        assert_finite(params, "parameters")
         self.best.save(step, args=ocp.args.Composite(params=ocp.args.StandardSave(params)), metrics={"dev_mae": float(dev_mae)}, force=True)
 
     def latest_step(self) -> int | None:
         return self.latest.latest_step()
 
-    def restore(self, state_like: Any, data_iter: Any, step: int | None = None) -> tuple[Any, int]:
-        """Restore train state (with ``state_like``'s shardings) and the iterator in place."""
-        step = self.latest.latest_step() if step is None else step
-        if step is None:
+    def restore(self, state_like: Any, data_iter: Any) -> tuple[Any, int]:
+        """Restore the newest readable step: train state (resharded to ``state_like``'s shardings, so the
+        mesh may differ from the one that saved it) and the iterator, in place. A step that fails to
+        load (truncated or corrupted files) is skipped with a warning in favour of the one before."""
+        steps = sorted(self.latest.all_steps(), reverse=True)
+        if not steps:
             raise FileNotFoundError("no checkpoint to resume from")
-        restored = self.latest.restore(
-            step,
-            args=ocp.args.Composite(
-                state=ocp.args.StandardRestore(_abstract(state_like)), data=grain.checkpoint.CheckpointRestore(data_iter)
-            ),
-        )
-        return restored.state, step
+        for step in steps:
+            try:
+                restored = self.latest.restore(
+                    step,
+                    args=ocp.args.Composite(
+                        state=ocp.args.StandardRestore(_abstract(state_like)), data=grain.checkpoint.CheckpointRestore(data_iter)
+                    ),
+                )
+            except Exception as err:  # orbax/tensorstore raise many types for damaged files
+                log.warning("checkpoint step %d is unreadable (%s: %s); trying an earlier step", step, type(err).__name__, err)
+                continue
+            return restored.state, step
+        raise CheckpointError(f"none of the checkpoints {steps} could be restored")
 
     def wait(self) -> None:
         self.latest.wait_until_finished()

@@ -26,7 +26,8 @@ from omnidistill.models.registry import get_family
 from omnidistill.train.checkpoint import RunCheckpoints
 from omnidistill.train.mesh import batch_sharding, build_mesh, global_batch_array, param_shardings, replicated
 from omnidistill.train.optimizer import build_optimizer
-from omnidistill.train.run_dir import save_run_metadata
+from omnidistill.train.preemption import PreemptionGuard
+from omnidistill.train.run_dir import check_same_model, save_run_metadata
 from omnidistill.train.state import TrainState
 from omnidistill.train.step import make_predict_fn, make_train_step
 
@@ -61,6 +62,12 @@ def init_state(params: Any, tx: Any, seed: int, mesh: Any, rules: Any) -> TrainS
         opt_state=opt_state,
         rng=jax.device_put(jax.random.PRNGKey(seed), rep),
     )
+
+
+def predict_and_report(predict_fn: Any, params: Any, records: list, encoder: RecordEncoder, mesh: Any, cfg: Config) -> dict:
+    """Dev/test report of the current parameters."""
+    pred = predict_records(predict_fn, params, records, encoder, mesh, batch_size=cfg.eval.batch_size, buckets=cfg.data.length_buckets)
+    return build_report(records, pred)
 
 
 def _on_mesh(x: jax.Array, mesh: Any) -> Any:
@@ -125,6 +132,7 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     if ckpts.latest_step() is not None:
         if not resume:
             raise TrainError(f"{run_dir} already has checkpoints: pass --resume to continue, or set train.output_dir to a new directory")
+        check_same_model(run_dir, cfg, loaded.hf_config)
         state, start = ckpts.restore(state, data_iter)
         log.info("resumed from step %d", start)
     if jax.process_index() == 0:
@@ -143,58 +151,80 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     best_file = run_dir / "best_metrics.json"
     best_mae = json.loads(best_file.read_text())["dev_mae"] if resume and best_file.exists() else float("inf")
     bar = tqdm(total=total_steps, initial=start, disable=jax.process_index() != 0, desc="train", dynamic_ncols=True)
-    window_tokens, window_start, pending = 0, time.perf_counter(), []
+    window = {"tokens": 0, "start": time.perf_counter(), "pending": []}
+    skipped_updates = 0
     last_dev: dict[str, Any] | None = None
+    preempted = False
     step = start
-    while step < total_steps:
-        local = next(data_iter)
-        window_tokens += int(local["attention_mask"].sum()) * jax.process_count()
-        gbatch = {k: global_batch_array(local[k], b_sharding) for k in BATCH_KEYS}
-        state, metrics = step_fn(state, gbatch)
-        pending.append(metrics)
-        step += 1
-        bar.update(1)
-        if step % cfg.train.log_every_steps == 0 or step == total_steps:
-            fetched = jax.device_get(pending)
-            elapsed = time.perf_counter() - window_start
-            loss = float(np.mean([m["loss"] for m in fetched]))
-            rate = window_tokens / max(elapsed, 1e-9)
+
+    def flush(log_now: bool) -> None:
+        """Fetch pending step metrics: apply the non-finite policy, then log."""
+        nonlocal skipped_updates
+        fetched = jax.device_get(window["pending"])
+        bad = [start_step + i + 1 for i, m in enumerate(fetched) if not m["finite"]]
+        if bad:
+            if cfg.train.nonfinite == "stop":
+                raise TrainError(f"non-finite loss or gradient at step {bad[0]} (parameters were not updated); see train.nonfinite")
+            skipped_updates += len(bad)
+            log.warning("skipped %d non-finite update(s) at steps %s", len(bad), bad)
+        if log_now and fetched:
+            elapsed = time.perf_counter() - window["start"]
+            finite = [m for m in fetched if m["finite"]]
+            loss = float(np.mean([m["loss"] for m in finite])) if finite else float("nan")
+            rate = window["tokens"] / max(elapsed, 1e-9)
             lrs = {f"lr_{k}": float(f(step)) for k, f in schedules.items()}
             bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{rate:,.0f}")
-            _log_line(log_path, {"step": step, "loss": loss, "grad_norm": float(fetched[-1]["grad_norm"]), "tokens_per_s": rate, **lrs})
-            window_tokens, window_start, pending = 0, time.perf_counter(), []
-        if dev_records and (step % eval_every == 0 or step == total_steps):
-            pred = predict_records(
-                predict_fn, state.params, dev_records, encoder, mesh, batch_size=cfg.eval.batch_size, buckets=cfg.data.length_buckets
-            )
-            report = build_report(dev_records, pred)
-            dev_mae = report["overall"]["mae_dims"]
-            last_dev = report
-            _log_line(
-                log_path,
-                {
-                    "step": step,
-                    "dev_mae": dev_mae,
-                    "dev_rmse": report["overall"]["rmse"],
-                    "dev_pearson": report["overall"]["pearson"],
-                    "dev_acc1": report["overall"]["acc1"],
-                },
-            )
-            ov = report["overall"]
-            bar.write(f"step {step}: dev MAE {dev_mae:.4f} RMSE {ov['rmse']:.4f} r {ov['pearson']:.3f} Acc@±1 {ov['acc1']:.3f}")
-            if dev_mae < best_mae:
-                best_mae = dev_mae
-                ckpts.save_best(step, state.params, dev_mae)
-                if jax.process_index() == 0:
-                    best_file.write_text(json.dumps({"step": step, "dev_mae": dev_mae}))
-        if step % ckpt_every == 0 or step == total_steps:
-            ckpts.save(step, state, data_iter)
+            record = {"step": step, "loss": loss, "grad_norm": float(fetched[-1]["grad_norm"]), "tokens_per_s": rate}
+            _log_line(log_path, {**record, "skipped_updates": skipped_updates, **lrs})
+            window["tokens"], window["start"] = 0, time.perf_counter()
+        window["pending"] = []
+
+    with PreemptionGuard() as guard:
+        while step < total_steps:
+            start_step = step - len(window["pending"])
+            local = next(data_iter)
+            window["tokens"] += int(local["attention_mask"].sum()) * jax.process_count()
+            gbatch = {k: global_batch_array(local[k], b_sharding) for k in BATCH_KEYS}
+            state, metrics = step_fn(state, gbatch)
+            window["pending"].append(metrics)
+            step += 1
+            bar.update(1)
+            preempted = guard.should_stop(step)
+            at_log = step % cfg.train.log_every_steps == 0 or step == total_steps
+            at_eval = bool(dev_records) and (step % eval_every == 0 or step == total_steps)
+            at_ckpt = step % ckpt_every == 0 or step == total_steps or preempted
+            if at_log or at_eval or at_ckpt:
+                flush(log_now=at_log)
+            if at_eval:
+                report = predict_and_report(predict_fn, state.params, dev_records, encoder, mesh, cfg)
+                last_dev = report
+                ov = report["overall"]
+                dev_mae = ov["mae_dims"]
+                dev_fields = {"dev_mae": dev_mae, "dev_rmse": ov["rmse"], "dev_pearson": ov["pearson"], "dev_acc1": ov["acc1"]}
+                _log_line(log_path, {"step": step, **dev_fields})
+                bar.write(f"step {step}: dev MAE {dev_mae:.4f} RMSE {ov['rmse']:.4f} r {ov['pearson']:.3f} Acc@±1 {ov['acc1']:.3f}")
+                if dev_mae < best_mae:
+                    best_mae = dev_mae
+                    ckpts.save_best(step, state.params, dev_mae)
+                    if jax.process_index() == 0:
+                        best_file.write_text(json.dumps({"step": step, "dev_mae": dev_mae}))
+            if at_ckpt:
+                ckpts.save(step, state, data_iter)
+            if preempted:
+                bar.write(f"preempted: checkpoint saved at step {step}; continue with --resume")
+                break
     bar.close()
-    if not dev_records:  # no dev set: the final parameters stand in for the best ones
+    if not dev_records and not preempted:  # no dev set: the final parameters stand in for the best ones
         ckpts.save_best(step, state.params, 0.0)
     ckpts.wait()
     ckpts.close()
-    summary = {"steps": step, "best_dev_mae": best_mae if math.isfinite(best_mae) else None, "run_dir": str(run_dir)}
+    summary = {
+        "steps": step,
+        "best_dev_mae": best_mae if math.isfinite(best_mae) else None,
+        "run_dir": str(run_dir),
+        "preempted": preempted,
+        "skipped_updates": skipped_updates,
+    }
     if last_dev is not None and jax.process_index() == 0:
         (run_dir / "dev_report.md").write_text(report_markdown(last_dev, f"Dev set at step {step}"), encoding="utf-8")
         print(report_markdown(last_dev, f"Dev set at step {step}"))

@@ -27,3 +27,26 @@ def load_run_metadata(run_dir: str | Path) -> tuple[Config, dict[str, Any], Path
     cfg = load_config(run_dir / "config.yaml")
     model = json.loads((run_dir / "model.json").read_text(encoding="utf-8"))
     return cfg, model["hf_config"], run_dir / "tokenizer"
+
+
+def check_same_model(run_dir: str | Path, cfg: Config, hf_config: dict[str, Any]) -> None:
+    """Refuse to resume a run directory written for a different model; the message names what differs."""
+    path = Path(run_dir) / "model.json"
+    if not path.exists():
+        return
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    diffs = []
+    if saved.get("family") != cfg.model.family:
+        diffs.append(f"family {saved.get('family')!r} != {cfg.model.family!r}")
+    old = saved.get("hf_config", {})
+    for key in sorted(set(old) | set(hf_config)):
+        if old.get(key) != hf_config.get(key):
+            diffs.append(f"{key}: checkpoint {old.get(key)!r} != config {hf_config.get(key)!r}")
+    saved_cfg = load_config(Path(run_dir) / "config.yaml") if (Path(run_dir) / "config.yaml").exists() else None
+    if saved_cfg is not None:
+        for field in ("pooling", "head"):
+            a, b = getattr(saved_cfg.model, field), getattr(cfg.model, field)
+            if a != b:
+                diffs.append(f"model.{field}: checkpoint {a!r} != config {b!r}")
+    if diffs:
+        raise ValueError(f"{run_dir} holds checkpoints of a different model: " + "; ".join(diffs))

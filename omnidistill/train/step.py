@@ -32,6 +32,12 @@ def make_loss_fn(graphdef: nnx.GraphDef, loss_name: str) -> Callable:
     return loss_fn
 
 
+def all_finite(tree: Any) -> jax.Array:
+    """True when every element of every array in ``tree`` is finite."""
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
+
+
 def _micro_batches(batch: Batch, n: int) -> Batch:
     """[B, ...] -> [n, B/n, ...] taking every n-th row, so that each device keeps its own rows."""
 
@@ -75,7 +81,12 @@ def make_train_step(
         grads = jax.tree.map(lambda g: g / denom, grads)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
+        # A non-finite loss or gradient leaves parameters and optimizer state untouched.
+        finite = jnp.isfinite(total) & all_finite(grads)
+        params = jax.tree.map(lambda new, old: jnp.where(finite, new, old), params, state.params)
+        opt_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), opt_state, state.opt_state)
         metrics = {
+            "finite": finite,
             "loss": total / denom,
             "mae": abs_err / denom,
             "grad_norm": optax.global_norm(grads),

@@ -1,0 +1,59 @@
+"""NaN/Inf losses never update parameters; the policy stops the run or skips and counts."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from omnidistill import losses
+from omnidistill.config import load_config
+from omnidistill.train.loop import TrainError, train
+from omnidistill.train.step import make_train_step
+from tests.train.helpers import batch_arrays, tiny_setup
+
+
+def nan_loss(logits, scores, labels, mask):
+    total, count = losses.masked_mse(logits, scores, labels, mask)
+    return total * jnp.nan, count
+
+
+@pytest.fixture()
+def nan_registered(monkeypatch):
+    monkeypatch.setitem(losses.LOSSES, "nan_for_tests", nan_loss)
+
+
+def test_step_leaves_state_unchanged_on_nan(repo_root, nan_registered):
+    from omnidistill.train.state import TrainState
+
+    graphdef, params, tx, ds = tiny_setup(repo_root)
+    state = TrainState(jnp.int32(0), params, tx.init(params), jax.random.PRNGKey(0))
+    step = jax.jit(make_train_step(graphdef, tx, loss_name="nan_for_tests", dropout=False))
+    new, metrics = step(state, batch_arrays(ds[0]))
+    assert not bool(metrics["finite"])
+    for a, b in zip(jax.tree.leaves(new.params), jax.tree.leaves(params), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def tiny_cfg(repo_root, tmp_path, policy):
+    return load_config(
+        repo_root / "configs" / "tiny.yaml",
+        [
+            f"train.output_dir={tmp_path / policy}",
+            "train.max_steps=3",
+            "train.loss=nan_for_tests",
+            f"train.nonfinite={policy}",
+            f"data.train=[{repo_root}/data/sample/train.jsonl]",
+            "data.dev=[]",
+            f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
+        ],
+    )
+
+
+def test_stop_policy_raises(repo_root, tmp_path, nan_registered):
+    with pytest.raises(TrainError, match="non-finite loss or gradient at step 1"):
+        train(tiny_cfg(repo_root, tmp_path, "stop"))
+
+
+def test_skip_policy_counts(repo_root, tmp_path, nan_registered):
+    summary = train(tiny_cfg(repo_root, tmp_path, "skip"))
+    assert summary["skipped_updates"] == 3 and summary["steps"] == 3

@@ -1,0 +1,155 @@
+"""Exact resume after SIGKILL / SIGTERM in a real subprocess, corrupted checkpoints, mesh changes."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grain
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+from omnidistill.config import MeshConfig
+from omnidistill.train.checkpoint import CheckpointError, RunCheckpoints
+from omnidistill.train.mesh import build_mesh, param_shardings
+from omnidistill.train.state import TrainState
+
+STEPS = 24
+
+
+def train_cmd(repo_root: Path, run: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "omnidistill",
+        "train",
+        str(repo_root / "configs" / "tiny.yaml"),
+        f"train.output_dir={run}",
+        f"train.max_steps={STEPS}",
+        "checkpoint.every_steps=1",
+        "checkpoint.keep=3",
+        "data.dev=[]",
+        "train.log_every_steps=1",
+        f"data.train=[{repo_root}/data/sample/train.jsonl]",
+        f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
+        *extra,
+    ]
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("XLA_FLAGS", None)  # one CPU device: fast start-up
+    env["JAX_PLATFORMS"] = "cpu"
+    return env
+
+
+def finished_steps(run: Path) -> list[int]:
+    ckpt = run / "checkpoints"
+    return sorted(int(p.name) for p in ckpt.iterdir() if p.name.isdigit()) if ckpt.exists() else []
+
+
+def final_params(run: Path, step: int = STEPS):
+    mgr = ocp.CheckpointManager(run / "checkpoints", item_handlers={"state": ocp.StandardCheckpointHandler()})
+    state = mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore())).state
+    mgr.close()
+    return jax.tree.leaves(state)
+
+
+def interrupt_and_resume(repo_root, run, sig, rng) -> int:
+    target = rng.randint(3, 10)
+    proc = subprocess.Popen(train_cmd(repo_root, run), env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None and not [s for s in finished_steps(run) if s >= target]:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be interrupted:\n" + proc.stdout.read().decode()[-2000:]
+    proc.send_signal(sig)
+    out = proc.communicate(timeout=240)[0].decode()
+    interrupted_at = max(finished_steps(run))
+    assert interrupted_at < STEPS
+    resumed = subprocess.run([*train_cmd(repo_root, run), "--resume"], env=child_env(), capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert max(finished_steps(run)) == STEPS
+    return proc.returncode, out, interrupted_at
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, repo_root):
+    run = tmp_path_factory.mktemp("resume") / "straight"
+    done = subprocess.run(train_cmd(repo_root, run), env=child_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return final_params(run)
+
+
+def assert_bit_identical(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        assert np.array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_sigkill_then_resume_is_bit_identical(tmp_path, repo_root, uninterrupted):
+    code, _, _ = interrupt_and_resume(repo_root, tmp_path / "killed", signal.SIGKILL, random.Random(1))
+    assert code == -signal.SIGKILL
+    assert_bit_identical(final_params(tmp_path / "killed"), uninterrupted)
+
+
+def test_sigterm_checkpoints_exits_cleanly_and_resumes_bit_identical(tmp_path, repo_root, uninterrupted):
+    code, out, step = interrupt_and_resume(repo_root, tmp_path / "term", signal.SIGTERM, random.Random(2))
+    assert code == 0 and f"preempted at step {step}" in out
+    assert_bit_identical(final_params(tmp_path / "term"), uninterrupted)
+
+
+# ---------------------------------------------------------------- in-process checkpoint behaviour
+
+
+def small_state(mesh, value=1.0):
+    params = {"w": jnp.full((8, 4), value), "b": jnp.zeros(4)}
+    params = jax.device_put(params, param_shardings(params, mesh, []))
+    return TrainState(step=jnp.int32(0), params=params, opt_state={"mu": params}, rng=jax.random.PRNGKey(0))
+
+
+def data_iter():
+    return iter(grain.MapDataset.range(100).shuffle(seed=0).repeat(None).batch(2).to_iter_dataset())
+
+
+def test_corrupted_latest_step_falls_back_to_previous(tmp_path, caplog):
+    mesh = build_mesh(MeshConfig(data=8))
+    ckpts = RunCheckpoints(tmp_path, keep=3)
+    it = data_iter()
+    ckpts.save(1, small_state(mesh, 1.0), it)
+    next(it)
+    ckpts.save(2, small_state(mesh, 2.0), it)
+    ckpts.wait()
+    for f in (tmp_path / "checkpoints" / "2" / "state").rglob("*"):
+        if f.is_file() and f.name != "_METADATA":
+            f.write_bytes(b"garbage")
+    (tmp_path / "checkpoints" / "3.orbax-checkpoint-tmp-1234").mkdir()  # an unfinished write is ignored
+    it2 = data_iter()
+    state, step = RunCheckpoints(tmp_path, keep=3).restore(small_state(mesh, 0.0), it2)
+    assert step == 1 and float(state.params["w"][0, 0]) == 1.0
+    assert "unreadable" in caplog.text
+    np.testing.assert_array_equal(next(it2), next(data_iter()))  # iterator restored to step 1's position
+
+
+def test_restore_onto_a_different_mesh(tmp_path):
+    saved = small_state(build_mesh(MeshConfig(data=8)), 3.0)
+    ckpts = RunCheckpoints(tmp_path)
+    ckpts.save(5, saved, data_iter())
+    ckpts.wait()
+    fsdp_mesh = build_mesh(MeshConfig(data=1, fsdp=8))
+    state, step = RunCheckpoints(tmp_path).restore(small_state(fsdp_mesh, 0.0), data_iter())
+    assert step == 5 and float(state.params["w"].sum()) == 3.0 * 32
+    assert state.params["w"].sharding.spec[0] == "fsdp"
+
+
+def test_nan_parameters_are_never_saved(tmp_path):
+    bad = small_state(build_mesh(MeshConfig(data=8)), float("nan"))
+    with pytest.raises(CheckpointError, match="non-finite"):
+        RunCheckpoints(tmp_path).save(1, bad, data_iter())
