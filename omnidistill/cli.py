@@ -1,4 +1,4 @@
-"""Command line: ``omnidistill train | eval | export | import``. A thin layer over the library."""
+"""Command line: ``omnidistill train | eval | sweep | export | import``. A thin layer over the library."""
 
 from __future__ import annotations
 
@@ -33,6 +33,14 @@ def _eval(args: argparse.Namespace) -> int:
     )
     print(report_markdown(report, f"{args.split}: {report['meta']['items']} items, step {report['meta']['step']}"))
     print(f"report written to {args.out or args.run_dir + '/eval'}")
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from omnidistill.sweep import run_sweep, summary_markdown
+
+    rows = run_sweep(args.sweep_file, args.overrides, output_dir=args.output_dir)
+    print(summary_markdown(rows))
     return 0
 
 
@@ -88,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--batch-size", type=int, help="evaluation batch size (default: eval.batch_size of the run)")
     p.set_defaults(func=_eval)
+
+    p = sub.add_parser("sweep", help="train a grid of config overrides and write one comparison table")
+    p.add_argument("sweep_file", help="sweep YAML (base, output_dir, overrides, runs), e.g. configs/ablations/heads.yaml")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides applied to every run, e.g. train.max_steps=50")
+    p.add_argument("--output-dir", help="where runs and summary.{md,json} go (default: the sweep file's output_dir)")
+    p.set_defaults(func=_sweep)
 
     p = sub.add_parser("export", help="write a Hugging Face folder (safetensors + config + tokenizer + card) from a run")
     p.add_argument("run_dir", help="run directory written by `omnidistill train` or `omnidistill import`")

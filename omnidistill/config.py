@@ -32,9 +32,14 @@ class ModelConfig:
     tokenizer: str | None = None
     """Tokenizer folder or hub id; defaults to ``init_from``."""
     pooling: str = "cls"
-    """Pooling registry key: ``cls`` ([CLS] through the family's standard pooler)."""
+    """Pooling: ``cls`` ([CLS] through the family's pooler; exportable), ``cls_raw``, ``mean``,
+    ``layer_mix_cls``, ``layer_mix_mean``."""
     head: str = "linear_sigmoid"
-    """Head registry key: ``linear_sigmoid`` (four linear heads, ``1 + 4*sigmoid``)."""
+    """Head: ``linear_sigmoid`` (paper; exportable), ``shared_mlp``, ``ordinal``, ``classification``."""
+    head_hidden: int = 256
+    """Trunk width of the ``shared_mlp`` head."""
+    head_dropout: float = 0.1
+    """Dropout in the ``shared_mlp`` head."""
     dropout: float | None = None
     """Overrides the backbone's hidden/attention dropout when set."""
     attention: Literal["xla", "cudnn"] = "xla"
@@ -63,6 +68,8 @@ class ParamGroupRule:
     pattern: str
     lr: float | None = None
     weight_decay: float | None = None
+    frozen: bool = False
+    """Matched parameters are never updated."""
 
 
 @dataclasses.dataclass
@@ -77,9 +84,20 @@ class OptimConfig:
     b1: float = 0.9
     b2: float = 0.999
     eps: float = 1e-8
-    schedule: Literal["linear", "cosine", "constant"] = "linear"
+    schedule: Literal["linear", "cosine", "constant", "wsd"] = "linear"
+    """After warmup: linear or cosine decay to 0, constant, or ``wsd`` (warmup-stable-decay:
+    constant, then linear decay over the last ``decay_ratio``)."""
     warmup_ratio: float = 0.0
     """Fraction of total steps spent in linear warmup."""
+    decay_ratio: float = 0.1
+    """Final fraction of steps that the ``wsd`` schedule decays over."""
+    layer_decay: float | None = None
+    """Layer-wise LR decay (COMET: 0.95): encoder layer i of L gets ``lr * decay**(L - i)``,
+    embeddings ``lr * decay**(L + 1)``."""
+    freeze_encoder_steps: int = 0
+    """Keep the encoder frozen (learning rate 0) for this many steps, then train it."""
+    freeze_encoder_fraction: float = 0.0
+    """Same, as a fraction of the total steps (the larger of the two applies)."""
     grad_clip: float | None = 1.0
     """Global-norm gradient clipping; null disables it."""
     param_groups: list[ParamGroupRule] = dataclasses.field(default_factory=list)
@@ -120,10 +138,22 @@ class TrainConfig:
     """Evaluate on dev every N steps (0: once per epoch)."""
     log_every_steps: int = 10
     compute_dtype: Literal["bfloat16", "float32"] = "bfloat16"
-    loss: str = "mse"
-    """Loss registry key (``mse``)."""
     nonfinite: Literal["stop", "skip"] = "stop"
-    """A NaN/Inf loss or gradient never updates the parameters; ``stop`` then ends the run with an error, ``skip`` counts and goes on."""
+    """A NaN/Inf loss or gradient never updates the parameters; ``stop`` then ends the run with an
+    error, ``skip`` counts and goes on."""
+
+
+@dataclasses.dataclass
+class LossConfig:
+    """Training objective."""
+
+    name: str = "auto"
+    """``auto`` (the head's own loss), ``mse``, ``huber``, ``ordinal``, ``cross_entropy``."""
+    huber_delta: float = 1.0
+    ranking_weight: float = 0.0
+    """Weight of an added in-batch pairwise ranking loss (0 disables it)."""
+    dimension_weights: list[float] = dataclasses.field(default_factory=lambda: [1.0, 1.0, 1.0, 1.0])
+    """Loss weight per dimension (informativeness, clarity, plausibility, faithfulness)."""
 
 
 @dataclasses.dataclass
@@ -138,6 +168,7 @@ class Config:
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     optim: OptimConfig = dataclasses.field(default_factory=OptimConfig)
+    loss: LossConfig = dataclasses.field(default_factory=LossConfig)
     mesh: MeshConfig = dataclasses.field(default_factory=MeshConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)

@@ -1,43 +1,187 @@
 """Pooling and head registries: how encoder states become four 1-5 scores.
 
-A head returns logits [B, 4] in float32 and knows how to turn them into scores.
+Pooling (``model.pooling``):
+- ``cls``: final [CLS] state through the family's standard classification pooler (exportable);
+- ``cls_raw``: the final [CLS] state itself (the paper's literal description);
+- ``mean``: mean of the final states over non-padding tokens;
+- ``layer_mix_cls`` / ``layer_mix_mean``: a learned softmax-weighted mix of every layer (COMET), then
+  cls / mean.
+
+Heads (``model.head``) return raw outputs and define ``scores(outputs) -> [B, 4]`` on the 1-5 scale
+and the loss they train with by default (``loss.name: auto``):
+- ``linear_sigmoid``: four linear heads, ``1 + 4 sigmoid`` (paper default; loss ``mse``);
+- ``shared_mlp``: dense -> GELU -> dropout trunk shared by the dimensions, then four outputs (``mse``);
+- ``ordinal``: cumulative-link head: one projection per dimension and 4 ordered thresholds,
+  ``P(y > k) = sigmoid(g - t_k)``; expected score ``1 + sum_k P(y > k)`` (``ordinal``);
+- ``classification``: 5-way softmax per dimension, expected score ``sum_c c p_c`` (``cross_entropy``).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
 from omnidistill.dimensions import NUM_DIMENSIONS, SCORE_MAX, SCORE_MIN
+from omnidistill.models.layers import dropout
+
+NUM_LEVELS = 5
+_INIT = nnx.initializers.normal(0.02)
 
 
-def cls_pooling(hidden: jax.Array, attention_mask: jax.Array) -> jax.Array:
-    """The first ([CLS]) token's final hidden state."""
-    del attention_mask
-    return hidden[:, 0]
+def masked_mean(hidden: jax.Array, attention_mask: jax.Array) -> jax.Array:
+    """Mean over non-padding positions, in float32."""
+    m = attention_mask.astype(jnp.float32)[..., None]
+    return jnp.sum(hidden.astype(jnp.float32) * m, axis=1) / jnp.maximum(jnp.sum(m, axis=1), 1.0)
 
 
-POOLINGS: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {"cls": cls_pooling}
+class Pooling(nnx.Module):
+    """Base class: ``__call__(states, attention_mask)`` where ``states`` is the list of layer outputs."""
+
+    uses_family_pooler = False
+    needs_all_layers = False
+
+    def __init__(self, num_states: int, *, rngs: nnx.Rngs):
+        del num_states, rngs
+
+
+class ClsPooling(Pooling):
+    uses_family_pooler = True
+
+    def __call__(self, states: list[jax.Array], attention_mask: jax.Array) -> jax.Array:
+        return states[-1][:, 0]
+
+
+class ClsRawPooling(Pooling):
+    def __call__(self, states: list[jax.Array], attention_mask: jax.Array) -> jax.Array:
+        return states[-1][:, 0]
+
+
+class MeanPooling(Pooling):
+    def __call__(self, states: list[jax.Array], attention_mask: jax.Array) -> jax.Array:
+        return masked_mean(states[-1], attention_mask)
+
+
+class LayerMix(Pooling):
+    """COMET-style scalar mix: ``gamma * sum_l softmax(w)_l * h_l`` over embeddings + every layer."""
+
+    needs_all_layers = True
+    reduce = "cls"
+
+    def __init__(self, num_states: int, *, rngs: nnx.Rngs):
+        self.weights = nnx.Param(jnp.zeros((num_states,), jnp.float32))
+        self.gamma = nnx.Param(jnp.ones((), jnp.float32))
+
+    def mix(self, states: list[jax.Array]) -> jax.Array:
+        w = jax.nn.softmax(self.weights[...])
+        return self.gamma[...] * sum(w[i] * s.astype(jnp.float32) for i, s in enumerate(states))
+
+    def __call__(self, states: list[jax.Array], attention_mask: jax.Array) -> jax.Array:
+        mixed = self.mix(states)
+        return mixed[:, 0] if self.reduce == "cls" else masked_mean(mixed, attention_mask)
+
+
+class LayerMixMean(LayerMix):
+    reduce = "mean"
+
+
+POOLINGS: dict[str, type[Pooling]] = {
+    "cls": ClsPooling,
+    "cls_raw": ClsRawPooling,
+    "mean": MeanPooling,
+    "layer_mix_cls": LayerMix,
+    "layer_mix_mean": LayerMixMean,
+}
+
+
+def sigmoid_scores(logits: jax.Array) -> jax.Array:
+    return SCORE_MIN + (SCORE_MAX - SCORE_MIN) * jax.nn.sigmoid(logits)
 
 
 class LinearSigmoidHead(nnx.Module):
-    """Four independent linear heads (one [4, H] matrix); score = 1 + 4 * sigmoid(logit)."""
+    """Four independent linear heads (one [H, 4] matrix); score = 1 + 4 * sigmoid(logit)."""
 
-    def __init__(self, features: int, *, rngs: nnx.Rngs):
-        self.linear = nnx.Linear(features, NUM_DIMENSIONS, param_dtype=jnp.float32, kernel_init=nnx.initializers.normal(0.02), rngs=rngs)
+    default_loss = "mse"
 
-    def __call__(self, pooled: jax.Array) -> jax.Array:
+    def __init__(self, features: int, *, hidden: int = 0, dropout_rate: float = 0.0, rngs: nnx.Rngs):
+        del hidden, dropout_rate
+        self.linear = nnx.Linear(features, NUM_DIMENSIONS, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs)
+
+    def __call__(self, pooled: jax.Array, rng: jax.Array | None = None) -> jax.Array:
         return self.linear(pooled.astype(jnp.float32))
 
-    @staticmethod
-    def scores(logits: jax.Array) -> jax.Array:
-        return SCORE_MIN + (SCORE_MAX - SCORE_MIN) * jax.nn.sigmoid(logits)
+    def scores(self, outputs: jax.Array) -> jax.Array:
+        return sigmoid_scores(outputs)
 
 
-HEADS: dict[str, type[nnx.Module]] = {"linear_sigmoid": LinearSigmoidHead}
+class SharedMLPHead(nnx.Module):
+    """A shared dense -> GELU -> dropout trunk, then four linear outputs with ``1 + 4 sigmoid``."""
+
+    default_loss = "mse"
+
+    def __init__(self, features: int, *, hidden: int = 256, dropout_rate: float = 0.1, rngs: nnx.Rngs):
+        self.trunk = nnx.Linear(features, hidden, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs)
+        self.out = nnx.Linear(hidden, NUM_DIMENSIONS, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs)
+        self.dropout_rate = dropout_rate
+
+    def __call__(self, pooled: jax.Array, rng: jax.Array | None = None) -> jax.Array:
+        h = jax.nn.gelu(self.trunk(pooled.astype(jnp.float32)), approximate=False)
+        return self.out(dropout(h, self.dropout_rate, rng))
+
+    def scores(self, outputs: jax.Array) -> jax.Array:
+        return sigmoid_scores(outputs)
+
+
+class OrdinalHead(nnx.Module):
+    """Cumulative-link ordinal head. Outputs [B, 4 dims, 4 thresholds] logits of ``P(y > k)``, k = 1..4.
+
+    Thresholds are kept ordered (t_1 + cumulative softplus), so the probabilities are monotone.
+    """
+
+    default_loss = "ordinal"
+
+    def __init__(self, features: int, *, hidden: int = 0, dropout_rate: float = 0.0, rngs: nnx.Rngs):
+        del hidden, dropout_rate
+        self.projection = nnx.Linear(features, NUM_DIMENSIONS, use_bias=False, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs)
+        self.first_threshold = nnx.Param(jnp.full((NUM_DIMENSIONS,), -1.5, jnp.float32))
+        self.threshold_gaps = nnx.Param(jnp.full((NUM_DIMENSIONS, NUM_LEVELS - 2), 0.5413, jnp.float32))  # softplus -> 1.0
+
+    def thresholds(self) -> jax.Array:
+        gaps = jax.nn.softplus(self.threshold_gaps[...])
+        first = self.first_threshold[...][:, None]
+        return jnp.concatenate([first, first + jnp.cumsum(gaps, axis=1)], axis=1)  # [4 dims, 4]
+
+    def __call__(self, pooled: jax.Array, rng: jax.Array | None = None) -> jax.Array:
+        g = self.projection(pooled.astype(jnp.float32))  # [B, 4]
+        return g[:, :, None] - self.thresholds()[None]
+
+    def scores(self, outputs: jax.Array) -> jax.Array:
+        return SCORE_MIN + jnp.sum(jax.nn.sigmoid(outputs), axis=-1)
+
+
+class ClassificationHead(nnx.Module):
+    """Five-way classification per dimension; the score is the expectation over levels 1..5."""
+
+    default_loss = "cross_entropy"
+
+    def __init__(self, features: int, *, hidden: int = 0, dropout_rate: float = 0.0, rngs: nnx.Rngs):
+        del hidden, dropout_rate
+        self.linear = nnx.Linear(features, NUM_DIMENSIONS * NUM_LEVELS, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs)
+
+    def __call__(self, pooled: jax.Array, rng: jax.Array | None = None) -> jax.Array:
+        return self.linear(pooled.astype(jnp.float32)).reshape(pooled.shape[0], NUM_DIMENSIONS, NUM_LEVELS)
+
+    def scores(self, outputs: jax.Array) -> jax.Array:
+        levels = jnp.arange(1, NUM_LEVELS + 1, dtype=jnp.float32)
+        return jnp.sum(jax.nn.softmax(outputs, axis=-1) * levels, axis=-1)
+
+
+HEADS: dict[str, type[nnx.Module]] = {
+    "linear_sigmoid": LinearSigmoidHead,
+    "shared_mlp": SharedMLPHead,
+    "ordinal": OrdinalHead,
+    "classification": ClassificationHead,
+}
 
 
 def lookup(registry: dict, name: str, what: str):

@@ -1,4 +1,4 @@
-"""The regressor: encoder -> pooling -> family pooler -> head -> four 1-5 scores."""
+"""The regressor: encoder -> pooling (-> family pooler) -> head -> four 1-5 scores."""
 
 from __future__ import annotations
 
@@ -22,10 +22,12 @@ class Regressor(nnx.Module):
         self.arch = arch
         self.pooling_name = model_cfg.pooling
         self.head_name = model_cfg.head
-        self.pooling = lookup(POOLINGS, model_cfg.pooling, "pooling")
         self.encoder = family.encoder_cls(arch, dtype=dtype, attention_impl=model_cfg.attention, rngs=rngs)
-        self.pooler = family.pooler_cls(arch, dtype=dtype, rngs=rngs)
-        self.head = lookup(HEADS, model_cfg.head, "head")(self.pooler.features, rngs=rngs)
+        self.pooling = lookup(POOLINGS, model_cfg.pooling, "pooling")(arch.num_hidden_layers + 1, rngs=rngs)
+        self.pooler = family.pooler_cls(arch, dtype=dtype, rngs=rngs) if self.pooling.uses_family_pooler else None
+        features = self.pooler.features if self.pooler is not None else arch.hidden_size
+        head_cls = lookup(HEADS, model_cfg.head, "head")
+        self.head = head_cls(features, hidden=model_cfg.head_hidden, dropout_rate=model_cfg.head_dropout, rngs=rngs)
 
     def __call__(
         self,
@@ -35,14 +37,17 @@ class Regressor(nnx.Module):
         *,
         rng: jax.Array | None = None,
     ) -> jax.Array:
-        """Logits [B, 4] (float32). ``rng`` enables dropout (training); None is deterministic."""
-        hidden = self.encoder(input_ids, attention_mask, token_type_ids, rng=sub_rng(rng, 1))
-        pooled = self.pooler(self.pooling(hidden, attention_mask), rng=sub_rng(rng, 2))
-        return self.head(pooled)
+        """Head outputs (float32; [B, 4] for the sigmoid heads). ``rng`` enables dropout; None is deterministic."""
+        all_layers = self.pooling.needs_all_layers
+        states = self.encoder(input_ids, attention_mask, token_type_ids, rng=sub_rng(rng, 1), return_all_layers=all_layers)
+        pooled = self.pooling(states if all_layers else [states], attention_mask)
+        if self.pooler is not None:
+            pooled = self.pooler(pooled, rng=sub_rng(rng, 2))
+        return self.head(pooled, rng=sub_rng(rng, 3))
 
-    def scores(self, logits: jax.Array) -> jax.Array:
-        """Map logits to the 1-5 scale with the head's link."""
-        return self.head.scores(logits)
+    def scores(self, outputs: jax.Array) -> jax.Array:
+        """Map head outputs to [B, 4] scores on the 1-5 scale."""
+        return self.head.scores(outputs)
 
 
 def build_regressor(model_cfg: ModelConfig, hf_config: dict[str, Any], *, dtype=jnp.float32, seed: int = 0) -> Regressor:

@@ -109,7 +109,7 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     b_sharding = batch_sharding(mesh)
     dropout_on = (cfg.model.dropout if cfg.model.dropout is not None else getattr(loaded.model.arch, "hidden_dropout_prob", 0.0)) > 0
     step_fn = jax.jit(
-        make_train_step(graphdef, tx, loss_name=cfg.train.loss, grad_accum=cfg.train.grad_accum, dropout=dropout_on),
+        make_train_step(graphdef, tx, loss_cfg=cfg.loss, grad_accum=cfg.train.grad_accum, dropout=dropout_on),
         in_shardings=(state_shardings, b_sharding),
         out_shardings=(state_shardings, replicated(mesh)),
         donate_argnums=0,

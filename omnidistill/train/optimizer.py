@@ -1,8 +1,11 @@
-"""AdamW with per-parameter-group learning rate and weight decay, selected by path regex.
+"""AdamW with per-parameter learning rate, weight decay and freezing, selected by path regex.
 
-Rules are tried in order (``optim.param_groups`` first, then the built-in ``^(pooler|head)/`` rule at
-``optim.head_lr``); unmatched parameters (the encoder) use ``optim.lr``. Weight decay applies to
-matrices only (not biases or norm scales), as in Hugging Face fine-tuning.
+Each parameter gets (learning rate, weight decay, frozen) from the first matching rule of
+``optim.param_groups``, then the built-in ``^(pooler|head)/`` rule (``optim.head_lr``); unmatched
+parameters (the encoder) use ``optim.lr``. ``optim.layer_decay`` scales encoder learning rates by depth
+(COMET); ``optim.freeze_encoder_steps``/``fraction`` hold encoder learning rates at 0 for the first steps.
+Weight decay applies to matrices only (not biases or norm scales), as in Hugging Face fine-tuning.
+Parameters with equal settings share one AdamW instance (``optax.multi_transform``).
 """
 
 from __future__ import annotations
@@ -12,12 +15,15 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import optax
 
 from omnidistill.config import OptimConfig, ParamGroupRule
 from omnidistill.train.mesh import path_string
 
 HEAD_PATTERN = r"^(pooler|head)/"
+ENCODER_PATTERN = re.compile(r"^encoder/")
+LAYER_PATTERN = re.compile(r"^encoder/layers/(\d+)/")
 
 
 def group_rules(cfg: OptimConfig) -> list[ParamGroupRule]:
@@ -25,22 +31,44 @@ def group_rules(cfg: OptimConfig) -> list[ParamGroupRule]:
     return [*cfg.param_groups, ParamGroupRule(pattern=HEAD_PATTERN, lr=cfg.head_lr)]
 
 
-def param_group_labels(params: Any, rules: list[ParamGroupRule]) -> Any:
-    """Tree of group names (``group0``, ``group1``, ..., ``default``) matching ``params``."""
-    compiled = [re.compile(r.pattern) for r in rules]
+def num_encoder_layers(params: Any) -> int:
+    layers = {int(m.group(1)) for p, _ in jax.tree_util.tree_leaves_with_path(params) if (m := LAYER_PATTERN.match(path_string(p)))}
+    return max(layers) + 1 if layers else 0
 
-    def label(path, _):
+
+def param_settings(params: Any, cfg: OptimConfig) -> Any:
+    """Tree of (lr, weight_decay, frozen, is_encoder) per parameter."""
+    rules = [(re.compile(r.pattern), r) for r in group_rules(cfg)]
+    n_layers = num_encoder_layers(params)
+
+    def settings(path, _):
         name = path_string(path)
-        for i, regex in enumerate(compiled):
-            if regex.search(name):
-                return f"group{i}"
-        return "default"
+        lr, wd, frozen = cfg.lr, cfg.weight_decay, False
+        matched = next((rule for regex, rule in rules if regex.search(name)), None)
+        if matched is not None:
+            lr = matched.lr if matched.lr is not None else lr
+            wd = matched.weight_decay if matched.weight_decay is not None else wd
+            frozen = matched.frozen
+        is_encoder = bool(ENCODER_PATTERN.match(name))
+        if cfg.layer_decay is not None and is_encoder and (matched is None or matched.lr is None):
+            layer = LAYER_PATTERN.match(name)
+            depth = n_layers - int(layer.group(1)) if layer else n_layers + 1
+            lr = lr * cfg.layer_decay**depth
+        return (float(lr), float(wd), frozen, is_encoder)
 
-    return jax.tree_util.tree_map_with_path(label, params)
+    return jax.tree_util.tree_map_with_path(settings, params)
+
+
+def param_group_labels(params: Any, cfg: OptimConfig) -> tuple[Any, dict[str, tuple]]:
+    """Group label per parameter and the settings of each group."""
+    settings = param_settings(params, cfg)
+    groups: dict[tuple, str] = {}
+    labels = jax.tree.map(lambda s: groups.setdefault(s, f"group{len(groups)}"), settings, is_leaf=lambda x: isinstance(x, tuple))
+    return labels, {name: s for s, name in groups.items()}
 
 
 def lr_schedule(peak: float, total_steps: int, cfg: OptimConfig) -> Callable[[Any], Any]:
-    """Linear warmup to ``peak`` then linear decay to 0, cosine decay, or constant."""
+    """Linear warmup to ``peak``, then linear/cosine decay to 0, constant, or warmup-stable-decay."""
     total_steps = max(1, total_steps)
     warmup = round(cfg.warmup_ratio * total_steps)
     decay_steps = max(1, total_steps - warmup)
@@ -48,6 +76,10 @@ def lr_schedule(peak: float, total_steps: int, cfg: OptimConfig) -> Callable[[An
         after = optax.constant_schedule(peak)
     elif cfg.schedule == "cosine":
         after = optax.cosine_decay_schedule(peak, decay_steps)
+    elif cfg.schedule == "wsd":
+        tail = max(1, round(cfg.decay_ratio * total_steps))
+        stable = max(0, decay_steps - tail)
+        after = optax.join_schedules([optax.constant_schedule(peak), optax.linear_schedule(peak, 0.0, tail)], [stable])
     else:
         after = optax.linear_schedule(peak, 0.0, decay_steps)
     if warmup == 0:
@@ -55,22 +87,28 @@ def lr_schedule(peak: float, total_steps: int, cfg: OptimConfig) -> Callable[[An
     return optax.join_schedules([optax.linear_schedule(0.0, peak, warmup), after], [warmup])
 
 
+def frozen_for(total_steps: int, cfg: OptimConfig) -> int:
+    """Number of initial steps during which the encoder is frozen."""
+    return max(cfg.freeze_encoder_steps, round(cfg.freeze_encoder_fraction * total_steps))
+
+
 def build_optimizer(cfg: OptimConfig, params: Any, total_steps: int) -> tuple[optax.GradientTransformation, dict[str, Callable]]:
     """The optimizer and each group's learning-rate schedule (for logging)."""
-    rules = group_rules(cfg)
-    groups = {"default": (cfg.lr, cfg.weight_decay)}
-    for i, rule in enumerate(rules):
-        groups[f"group{i}"] = (
-            rule.lr if rule.lr is not None else cfg.lr,
-            rule.weight_decay if rule.weight_decay is not None else cfg.weight_decay,
-        )
+    labels, groups = param_group_labels(params, cfg)
     decay_mask = jax.tree.map(lambda p: p.ndim >= 2, params)
-    schedules = {name: lr_schedule(lr, total_steps, cfg) for name, (lr, _) in groups.items()}
-    transforms = {
-        name: optax.adamw(schedules[name], b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=wd, mask=decay_mask)
-        for name, (_, wd) in groups.items()
-    }
-    tx = optax.multi_transform(transforms, param_group_labels(params, rules))
+    hold = frozen_for(total_steps, cfg)
+    schedules: dict[str, Callable] = {}
+    transforms: dict[str, optax.GradientTransformation] = {}
+    for name, (lr, wd, frozen, is_encoder) in groups.items():
+        if frozen:
+            transforms[name] = optax.set_to_zero()
+            schedules[name] = optax.constant_schedule(0.0)
+            continue
+        base = lr_schedule(lr, total_steps, cfg)
+        sched = (lambda b: lambda step: jnp.where(step < hold, 0.0, b(step)))(base) if (is_encoder and hold) else base
+        schedules[name] = sched
+        transforms[name] = optax.adamw(sched, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=wd, mask=decay_mask)
+    tx = optax.multi_transform(transforms, labels)
     if cfg.grad_clip is not None:
         tx = optax.chain(optax.clip_by_global_norm(cfg.grad_clip), tx)
     return tx, schedules

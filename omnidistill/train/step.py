@@ -10,22 +10,31 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from omnidistill.losses import get_loss
+from omnidistill.config import LossConfig
+from omnidistill.losses import get_loss, pairwise_ranking
 from omnidistill.train.state import TrainState
 
 Batch = dict[str, jax.Array]
 
 
-def make_loss_fn(graphdef: nnx.GraphDef, loss_name: str) -> Callable:
+def resolve_loss_name(loss_cfg: LossConfig, head_default: str) -> str:
+    return head_default if loss_cfg.name == "auto" else loss_cfg.name
+
+
+def make_loss_fn(graphdef: nnx.GraphDef, loss_cfg: LossConfig) -> Callable:
     """(params, batch, rng) -> (loss sum, (valid cell count, absolute error sum))."""
-    loss_impl = get_loss(loss_name)
+    weights = jnp.asarray(loss_cfg.dimension_weights, jnp.float32)
 
     def loss_fn(params: Any, batch: Batch, rng: jax.Array | None):
         model = nnx.merge(graphdef, params)
-        logits = model(batch["input_ids"], batch["attention_mask"], rng=rng)
-        scores = model.scores(logits)
+        loss_impl = get_loss(resolve_loss_name(loss_cfg, model.head.default_loss))
+        outputs = model(batch["input_ids"], batch["attention_mask"], rng=rng)
+        scores = model.scores(outputs)
         mask = batch["label_mask"] * batch["example_mask"][:, None]
-        total, count = loss_impl(logits, scores, batch["labels"], mask)
+        total, count = loss_impl(outputs, scores, batch["labels"], mask * weights, huber_delta=loss_cfg.huber_delta)
+        if loss_cfg.ranking_weight > 0:
+            rank_sum, pairs = pairwise_ranking(scores, batch["labels"], mask)
+            total = total + loss_cfg.ranking_weight * count * rank_sum / jnp.maximum(pairs, 1.0)
         abs_err = jnp.sum(jnp.abs(scores - batch["labels"]) * mask)
         return total, (count, abs_err)
 
@@ -52,12 +61,12 @@ def make_train_step(
     graphdef: nnx.GraphDef,
     tx: optax.GradientTransformation,
     *,
-    loss_name: str = "mse",
+    loss_cfg: LossConfig | None = None,
     grad_accum: int = 1,
     dropout: bool = True,
 ) -> Callable[[TrainState, Batch], tuple[TrainState, dict[str, jax.Array]]]:
     """Build ``train_step(state, batch) -> (state, metrics)``; jit it with shardings and donation."""
-    loss_fn = make_loss_fn(graphdef, loss_name)
+    loss_fn = make_loss_fn(graphdef, loss_cfg or LossConfig())
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
     def train_step(state: TrainState, batch: Batch):

@@ -25,7 +25,7 @@ def test_reader_raises_only_data_errors(tmp_path, batch):
     path.write_bytes(b"\n".join(x if isinstance(x, bytes) else x.encode("utf-8", "surrogatepass") for x in batch))
     for skip in (False, True):
         try:
-            records_, skipped = read_records(path, skip_invalid=skip)
+            records_, _skipped = read_records(path, skip_invalid=skip)
         except DataError as err:
             assert str(err).startswith(str(path))
         else:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from omnidistill import losses
-from omnidistill.config import load_config
+from omnidistill.config import LossConfig, load_config
 from omnidistill.train.loop import TrainError, train
 from omnidistill.train.step import make_train_step
 from tests.train.helpers import batch_arrays, tiny_setup
@@ -27,7 +27,7 @@ def test_step_leaves_state_unchanged_on_nan(repo_root, nan_registered):
 
     graphdef, params, tx, ds = tiny_setup(repo_root)
     state = TrainState(jnp.int32(0), params, tx.init(params), jax.random.PRNGKey(0))
-    step = jax.jit(make_train_step(graphdef, tx, loss_name="nan_for_tests", dropout=False))
+    step = jax.jit(make_train_step(graphdef, tx, loss_cfg=LossConfig(name="nan_for_tests"), dropout=False))
     new, metrics = step(state, batch_arrays(ds[0]))
     assert not bool(metrics["finite"])
     for a, b in zip(jax.tree.leaves(new.params), jax.tree.leaves(params), strict=True):
@@ -40,7 +40,7 @@ def tiny_cfg(repo_root, tmp_path, policy):
         [
             f"train.output_dir={tmp_path / policy}",
             "train.max_steps=3",
-            "train.loss=nan_for_tests",
+            "loss.name=nan_for_tests",
             f"train.nonfinite={policy}",
             f"data.train=[{repo_root}/data/sample/train.jsonl]",
             "data.dev=[]",

@@ -1,0 +1,64 @@
+"""Pooling and head math: each registry entry alone."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from omnidistill.config import ModelConfig
+from omnidistill.models.heads import ClassificationHead, LayerMix, MeanPooling, OrdinalHead, SharedMLPHead, masked_mean
+from omnidistill.models.regressor import build_regressor
+
+ARCH = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, max_position_embeddings=32)
+
+
+def test_mean_pooling_ignores_padding():
+    h = jnp.array([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]]])
+    mask = jnp.array([[1, 1, 0]])
+    np.testing.assert_allclose(masked_mean(h, mask), [[2.0, 3.0]])
+    np.testing.assert_allclose(MeanPooling(1, rngs=nnx.Rngs(0))([h], mask), [[2.0, 3.0]])
+
+
+def test_layer_mix_is_softmax_weighted_sum():
+    mix = LayerMix(3, rngs=nnx.Rngs(0))
+    mix.weights[...] = jnp.array([0.0, jnp.log(3.0), -1e9])
+    mix.gamma[...] = jnp.array(2.0)
+    states = [jnp.full((1, 2, 1), v) for v in (1.0, 5.0, 1000.0)]
+    # weights softmax -> [0.25, 0.75, 0]; mix = 2 * (0.25 + 3.75) = 8
+    np.testing.assert_allclose(mix(states, jnp.ones((1, 2))), [[8.0]], rtol=1e-6)
+
+
+def test_ordinal_expectation_and_monotone_thresholds():
+    head = OrdinalHead(3, rngs=nnx.Rngs(0))
+    t = np.asarray(head.thresholds())
+    assert (np.diff(t, axis=1) > 0).all()
+    very_high = jnp.full((1, 4, 4), 50.0)
+    very_low = jnp.full((1, 4, 4), -50.0)
+    np.testing.assert_allclose(head.scores(very_high), 5.0)
+    np.testing.assert_allclose(head.scores(very_low), 1.0)
+    half = jnp.zeros((1, 4, 4))  # P(y>k) = 0.5 for every k -> 1 + 4 * 0.5
+    np.testing.assert_allclose(head.scores(half), 3.0)
+
+
+def test_classification_expectation():
+    head = ClassificationHead(3, rngs=nnx.Rngs(0))
+    logits = jnp.log(jnp.array([0.1, 0.2, 0.4, 0.2, 0.1]))[None, None].repeat(4, axis=1)
+    np.testing.assert_allclose(head.scores(logits), 0.1 + 0.4 + 1.2 + 0.8 + 0.5, rtol=1e-6)
+
+
+def test_shared_mlp_dropout_only_with_rng():
+    head = SharedMLPHead(8, hidden=16, dropout_rate=0.5, rngs=nnx.Rngs(0))
+    x = jnp.ones((2, 8))
+    np.testing.assert_array_equal(head(x), head(x))
+    assert not np.allclose(head(x, jax.random.PRNGKey(1)), head(x))
+
+
+@pytest.mark.parametrize("pooling", ["cls", "cls_raw", "mean", "layer_mix_cls", "layer_mix_mean"])
+@pytest.mark.parametrize("head", ["linear_sigmoid", "shared_mlp", "ordinal", "classification"])
+def test_every_combination_scores_in_range(pooling, head):
+    model = build_regressor(ModelConfig(pooling=pooling, head=head), ARCH)
+    ids = jnp.array([[2, 5, 6, 3, 0], [2, 7, 3, 0, 0]])
+    scores = model.scores(model(ids, (ids > 0).astype(jnp.int32)))
+    assert scores.shape == (2, 4) and bool(((scores >= 1) & (scores <= 5)).all())
+    assert ("pooler" in nnx.state(model, nnx.Param).to_pure_dict()) == (pooling == "cls")

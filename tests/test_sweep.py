@@ -1,0 +1,41 @@
+"""The shipped head-ablation sweep runs end to end on the tiny default and writes one table."""
+
+import json
+
+import pytest
+
+from omnidistill.cli import main
+from omnidistill.config import ConfigError
+from omnidistill.sweep import load_sweep
+
+
+def test_shipped_heads_sweep_runs(repo_root, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(repo_root)
+    out = tmp_path / "sweep"
+    args = ["sweep", "configs/ablations/heads.yaml", "train.max_steps=6", "train.eval_every_steps=6", "--output-dir", str(out)]
+    assert main(args) == 0
+    rows = json.loads((out / "summary.json").read_text())
+    assert [r["run"] for r in rows] == ["linear_sigmoid", "shared_mlp", "ordinal", "classification"]
+    assert all(0 < r["dev_mae"] < 4 and r["steps"] == 6 and r["wall_s"] > 0 for r in rows)
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == sorted(r["run"] for r in rows)
+    table = (out / "summary.md").read_text()
+    assert "| ordinal |" in table and "dev MAE" in table
+    assert "| classification |" in capsys.readouterr().out
+
+
+def test_recipe_sweep_configs_are_valid(repo_root):
+    from omnidistill.config import load_config
+
+    spec = load_sweep(repo_root / "configs" / "ablations" / "recipe.yaml")
+    for overrides in spec["runs"].values():
+        load_config(spec["base"], overrides)
+
+
+def test_malformed_sweep_is_named(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("base: x.yaml\nruns: {a: model.head=ordinal}\nextra: 1\n")
+    with pytest.raises(ConfigError, match="unknown key"):
+        load_sweep(path)
+    path.write_text("base: x.yaml\nruns: {a: model.head=ordinal}\n")
+    with pytest.raises(ConfigError, match=r"runs\.a must be a list"):
+        load_sweep(path)
