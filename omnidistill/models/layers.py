@@ -47,11 +47,23 @@ def padding_mask(attention_mask: jax.Array) -> jax.Array:
     return attention_mask.astype(bool)[:, None, None, :]
 
 
-def attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, implementation: str = "xla") -> jax.Array:
+def attention(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    mask: jax.Array,
+    implementation: str = "xla",
+    *,
+    bias: jax.Array | None = None,
+    scale: float | None = None,
+    window: int | None = None,
+) -> jax.Array:
     """Scaled dot-product attention over [B, S, N, D] tensors with a boolean key mask.
 
     ``implementation`` is ``"xla"`` (any device) or ``"cudnn"`` (fused kernel on NVIDIA GPUs,
-    bf16/fp16 only). Attention-probability dropout is not applied: fused kernels have none.
+    bf16/fp16 only). ``window`` restricts query i to keys j with |i - j| <= window (local attention).
+    Attention-probability dropout is not applied: fused kernels have none.
     """
     impl = None if implementation == "xla" else implementation
-    return jax.nn.dot_product_attention(q, k, v, mask=mask, implementation=impl)
+    local = (window, window) if window is not None else None
+    return jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale, local_window_size=local, implementation=impl)

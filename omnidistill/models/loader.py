@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from omnidistill.config import ModelConfig
 from omnidistill.models.hf_io import load_hf_weights, read_hf_config, read_hf_tensors, resolve_hf_dir
+from omnidistill.models.registry import get_family
 from omnidistill.models.regressor import Regressor, build_regressor
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,11 @@ def load_model(model_cfg: ModelConfig, *, compute_dtype: str = "float32", seed: 
     else:
         hf_config = dict(model_cfg.arch)
         hf_config.setdefault("vocab_size", len(tokenizer))
-        hf_config.setdefault("model_type", model_cfg.family)
+        for name in ("pad", "cls", "sep", "bos", "eos"):  # special-token ids follow the tokenizer
+            token_id = getattr(tokenizer, f"{name}_token_id", None)
+            if token_id is not None:
+                hf_config.setdefault(f"{name}_token_id", token_id)
+        hf_config.setdefault("model_type", get_family(model_cfg.family).hf_model_types[0])
     if hf_config.get("vocab_size", 0) < len(tokenizer):
         raise ValueError(f"model vocab_size={hf_config.get('vocab_size')} is smaller than the tokenizer ({len(tokenizer)} tokens)")
     model = build_regressor(model_cfg, hf_config, dtype=DTYPES[compute_dtype], seed=seed)

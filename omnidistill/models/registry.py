@@ -9,6 +9,12 @@ from typing import Any
 from omnidistill.models.bert import config as bert_config
 from omnidistill.models.bert import modeling as bert_modeling
 from omnidistill.models.bert import params as bert_params
+from omnidistill.models.deberta_v2 import config as deberta_config
+from omnidistill.models.deberta_v2 import modeling as deberta_modeling
+from omnidistill.models.deberta_v2 import params as deberta_params
+from omnidistill.models.modernbert import config as modernbert_config
+from omnidistill.models.modernbert import modeling as modernbert_modeling
+from omnidistill.models.modernbert import params as modernbert_params
 from omnidistill.models.weights import WeightEntry
 
 
@@ -39,6 +45,28 @@ FAMILIES: dict[str, Family] = {
         hf_class=bert_params.HF_CLASS,
         ignorable_prefixes=bert_params.IGNORABLE_PREFIXES,
         sharding_rules=bert_params.SHARDING_RULES,
+    ),
+    "deberta_v2": Family(
+        name="deberta_v2",
+        hf_model_types=("deberta-v2",),
+        config_from_hf=deberta_config.DebertaV2Config.from_hf,
+        encoder_cls=deberta_modeling.DebertaV2Encoder,
+        pooler_cls=deberta_modeling.DebertaV2Pooler,
+        weight_table=deberta_params.weight_table,
+        hf_class=deberta_params.HF_CLASS,
+        ignorable_prefixes=deberta_params.IGNORABLE_PREFIXES,
+        sharding_rules=deberta_params.SHARDING_RULES,
+    ),
+    "modernbert": Family(
+        name="modernbert",
+        hf_model_types=("modernbert",),
+        config_from_hf=modernbert_config.ModernBertConfig.from_hf,
+        encoder_cls=modernbert_modeling.ModernBertEncoder,
+        pooler_cls=modernbert_modeling.ModernBertPooler,
+        weight_table=modernbert_params.weight_table,
+        hf_class=modernbert_params.HF_CLASS,
+        ignorable_prefixes=modernbert_params.IGNORABLE_PREFIXES,
+        sharding_rules=modernbert_params.SHARDING_RULES,
     ),
 }
 

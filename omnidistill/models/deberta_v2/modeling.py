@@ -1,0 +1,185 @@
+"""DeBERTa-v2/v3 encoder in Flax NNX: disentangled attention (content-to-position and
+position-to-content) over log-bucketed relative positions, shared or separate position projections,
+LayerNorm on the relative embeddings, post-LN blocks.
+
+The two disentangled terms enter ``jax.nn.dot_product_attention`` as an additive bias with the
+DeBERTa scale ``1/sqrt(head_dim * (1 + #position terms))``. Matches Hugging Face ``DebertaV2Model``
+(see tests/models/test_deberta_v2_parity.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from omnidistill.models.deberta_v2.config import DebertaV2Config
+from omnidistill.models.layers import activation, attention, dropout, padding_mask, sub_rng
+
+_INIT = nnx.initializers.normal(0.02)
+
+
+def _dense(n_in: int, n_out: int, dtype, rngs: nnx.Rngs, bias: bool = True) -> nnx.Linear:
+    return nnx.Linear(n_in, n_out, use_bias=bias, dtype=dtype, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs)
+
+
+def _norm(cfg: DebertaV2Config, rngs: nnx.Rngs) -> nnx.LayerNorm:
+    return nnx.LayerNorm(cfg.hidden_size, epsilon=cfg.layer_norm_eps, dtype=jnp.float32, param_dtype=jnp.float32, rngs=rngs)
+
+
+def log_bucket_position(relative: np.ndarray, bucket_size: int, max_position: int) -> np.ndarray:
+    """DeBERTa's log-bucketed relative positions: exact within +-bucket_size/2, logarithmic beyond."""
+    sign = np.sign(relative)
+    mid = bucket_size // 2
+    abs_pos = np.where((relative < mid) & (relative > -mid), mid - 1, np.abs(relative)).astype(np.float64)
+    log_pos = np.ceil(np.log(abs_pos / mid) / np.log((max_position - 1) / mid) * (mid - 1)) + mid
+    return np.where(abs_pos <= mid, relative, log_pos * sign).astype(np.int32)
+
+
+def relative_index(seq: int, cfg: DebertaV2Config) -> np.ndarray:
+    """[S, S] index into the relative embeddings: clamp(bucket(i - j) + span, 0, 2 span - 1)."""
+    pos = np.arange(seq)
+    rel = pos[:, None] - pos[None, :]
+    if cfg.position_buckets > 0:
+        rel = log_bucket_position(rel, cfg.position_buckets, cfg.max_relative)
+    span = cfg.relative_span
+    return np.clip(rel + span, 0, 2 * span - 1).astype(np.int32)
+
+
+class DebertaEmbeddings(nnx.Module):
+    def __init__(self, cfg: DebertaV2Config, dtype, rngs: nnx.Rngs):
+        self.cfg = cfg
+        width = cfg.embedding_size or cfg.hidden_size
+        embed = lambda n: nnx.Embed(n, width, param_dtype=jnp.float32, embedding_init=_INIT, rngs=rngs)
+        self.word_embeddings = embed(cfg.vocab_size)
+        self.position_embeddings = embed(cfg.max_position_embeddings) if cfg.position_biased_input else None
+        self.token_type_embeddings = embed(cfg.type_vocab_size) if cfg.type_vocab_size > 0 else None
+        self.embed_proj = _dense(width, cfg.hidden_size, jnp.float32, rngs, bias=False) if cfg.embedding_size else None
+        self.layer_norm = _norm(cfg, rngs)
+        self.dtype = dtype
+
+    def __call__(self, input_ids, token_type_ids, attention_mask, rng):
+        x = self.word_embeddings(input_ids)
+        if self.position_embeddings is not None:
+            x = x + self.position_embeddings(jnp.arange(input_ids.shape[1])[None, :])
+        if self.token_type_embeddings is not None:
+            x = x + self.token_type_embeddings(token_type_ids)
+        if self.embed_proj is not None:
+            x = self.embed_proj(x)
+        x = self.layer_norm(x) * attention_mask[..., None].astype(jnp.float32)
+        return dropout(x, self.cfg.hidden_dropout_prob, rng).astype(self.dtype)
+
+
+class DisentangledAttention(nnx.Module):
+    def __init__(self, cfg: DebertaV2Config, dtype, attention_impl: str, rngs: nnx.Rngs):
+        h = cfg.hidden_size
+        self.cfg = cfg
+        self.query_proj = _dense(h, h, dtype, rngs)
+        self.key_proj = _dense(h, h, dtype, rngs)
+        self.value_proj = _dense(h, h, dtype, rngs)
+        separate = cfg.relative_attention and not cfg.share_att_key
+        self.pos_key_proj = _dense(h, h, dtype, rngs) if separate and "c2p" in cfg.pos_att_type else None
+        self.pos_query_proj = _dense(h, h, dtype, rngs) if separate and "p2c" in cfg.pos_att_type else None
+        self.output = _dense(h, h, dtype, rngs)
+        self.output_norm = _norm(cfg, rngs)
+        self.attention_impl = attention_impl
+        self.scale_factor = 1 + len(cfg.pos_att_type) if cfg.relative_attention else 1
+
+    def _heads(self, x: jax.Array) -> jax.Array:
+        return x.reshape(*x.shape[:-1], self.cfg.num_attention_heads, self.cfg.head_dim)
+
+    def position_bias(self, q, k, rel_emb, index) -> jax.Array:
+        """c2p + p2c scores [B, N, S, S] (unscaled)."""
+        bias = 0.0
+        idx = jnp.asarray(index)[None, None]
+        if "c2p" in self.cfg.pos_att_type:
+            pk = self._heads((self.key_proj if self.cfg.share_att_key else self.pos_key_proj)(rel_emb))  # [2span, N, D]
+            c2p = jnp.einsum("bqnd,rnd->bnqr", q, pk)
+            bias = bias + jnp.take_along_axis(c2p, jnp.broadcast_to(idx, (*c2p.shape[:2], *index.shape)), axis=-1)
+        if "p2c" in self.cfg.pos_att_type:
+            pq = self._heads((self.query_proj if self.cfg.share_att_key else self.pos_query_proj)(rel_emb))
+            p2c = jnp.einsum("bknd,rnd->bnkr", k, pq)
+            gathered = jnp.take_along_axis(p2c, jnp.broadcast_to(jnp.swapaxes(idx, -1, -2), (*p2c.shape[:2], *index.shape)), axis=-1)
+            bias = bias + jnp.swapaxes(gathered, -1, -2)
+        return bias
+
+    def __call__(self, x, mask, rel_emb, index, rng):
+        b, s, _ = x.shape
+        q, k, v = self._heads(self.query_proj(x)), self._heads(self.key_proj(x)), self._heads(self.value_proj(x))
+        scale = 1.0 / math.sqrt(self.cfg.head_dim * self.scale_factor)
+        bias = None
+        if self.cfg.relative_attention and self.cfg.pos_att_type:
+            bias = (self.position_bias(q, k, rel_emb, index) * scale).astype(q.dtype)
+        ctx = attention(q, k, v, mask, self.attention_impl, bias=bias, scale=scale).reshape(b, s, -1)
+        out = dropout(self.output(ctx), self.cfg.hidden_dropout_prob, rng)
+        return self.output_norm(out.astype(jnp.float32) + x.astype(jnp.float32)).astype(x.dtype)
+
+
+class DebertaLayer(nnx.Module):
+    def __init__(self, cfg: DebertaV2Config, dtype, attention_impl: str, rngs: nnx.Rngs):
+        self.cfg = cfg
+        self.attention = DisentangledAttention(cfg, dtype, attention_impl, rngs)
+        self.intermediate = _dense(cfg.hidden_size, cfg.intermediate_size, dtype, rngs)
+        self.output = _dense(cfg.intermediate_size, cfg.hidden_size, dtype, rngs)
+        self.output_norm = _norm(cfg, rngs)
+        self.act = activation(cfg.hidden_act)
+
+    def __call__(self, x, mask, rel_emb, index, rng):
+        x = self.attention(x, mask, rel_emb, index, sub_rng(rng, 0))
+        y = dropout(self.output(self.act(self.intermediate(x))), self.cfg.hidden_dropout_prob, sub_rng(rng, 1))
+        return self.output_norm(y.astype(jnp.float32) + x.astype(jnp.float32)).astype(x.dtype)
+
+
+class DebertaV2Encoder(nnx.Module):
+    """DeBERTa-v2/v3 backbone: token ids -> hidden states of every layer."""
+
+    def __init__(self, cfg: DebertaV2Config, *, dtype=jnp.float32, attention_impl: str = "xla", rngs: nnx.Rngs):
+        self.cfg = cfg
+        self.embeddings = DebertaEmbeddings(cfg, dtype, rngs)
+        self.layers = nnx.List([DebertaLayer(cfg, dtype, attention_impl, rngs) for _ in range(cfg.num_hidden_layers)])
+        rel = cfg.relative_attention
+        self.rel_embeddings = (
+            nnx.Embed(2 * cfg.relative_span, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=_INIT, rngs=rngs) if rel else None
+        )
+        self.rel_norm = _norm(cfg, rngs) if rel and cfg.norm_rel_ebd == "layer_norm" else None
+        self.dtype = dtype
+
+    def __call__(self, input_ids, attention_mask, token_type_ids=None, *, rng=None, return_all_layers=False):
+        if token_type_ids is None:
+            token_type_ids = jnp.zeros_like(input_ids)
+        seq = input_ids.shape[1]
+        if not self.cfg.relative_attention and seq > self.cfg.max_position_embeddings:
+            raise ValueError(f"sequence length {seq} exceeds max_position_embeddings={self.cfg.max_position_embeddings}")
+        mask = padding_mask(attention_mask)
+        x = self.embeddings(input_ids, token_type_ids, attention_mask, sub_rng(rng, 10_000))
+        rel_emb, index = None, None
+        if self.rel_embeddings is not None:
+            rel_emb = self.rel_embeddings.embedding[...]
+            if self.rel_norm is not None:
+                rel_emb = self.rel_norm(rel_emb)
+            rel_emb = dropout(rel_emb, self.cfg.hidden_dropout_prob, sub_rng(rng, 10_001)).astype(self.dtype)
+            index = relative_index(seq, self.cfg)
+        states = [x]
+        for i, layer in enumerate(self.layers):
+            x = layer(x, mask, rel_emb, index, sub_rng(rng, i))
+            states.append(x)
+        return states if return_all_layers else x
+
+
+class DebertaV2Pooler(nnx.Module):
+    """``ContextPooler`` of ``DebertaV2ForSequenceClassification``: act(dense(dropout(h[CLS])))."""
+
+    def __init__(self, cfg: DebertaV2Config, *, dtype=jnp.float32, rngs: nnx.Rngs):
+        self.dense = _dense(cfg.hidden_size, cfg.hidden_size, dtype, rngs)
+        self.act = activation(cfg.pooler_hidden_act)
+        self.dropout_rate = cfg.pooler_dropout
+
+    @property
+    def features(self) -> int:
+        return self.dense.out_features
+
+    def __call__(self, cls_state: jax.Array, rng: jax.Array | None = None) -> jax.Array:
+        return self.act(self.dense(dropout(cls_state, self.dropout_rate, rng)))

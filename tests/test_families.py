@@ -1,0 +1,35 @@
+"""Every encoder family trains through the same regressor, step and sharding, and exports verified."""
+
+import json
+
+import pytest
+
+from omnidistill.cli import main
+
+pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("family", ["bert", "modernbert", "deberta_v2"])
+def test_tiny_default_switched_to_family_trains_and_exports(tmp_path, repo_root, family):
+    run = tmp_path / family
+    args = [
+        "train",
+        str(repo_root / "configs" / "tiny.yaml"),
+        f"model.family={family}",
+        f"train.output_dir={run}",
+        "train.max_steps=4",
+        "train.eval_every_steps=4",
+        "mesh.data=2",
+        "mesh.fsdp=2",
+        "mesh.tensor=2",
+        f"data.train=[{repo_root}/data/sample/train.jsonl]",
+        f"data.dev=[{repo_root}/data/sample/dev.jsonl]",
+        f"data.test=[{repo_root}/data/sample/test.jsonl]",
+        f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
+    ]
+    assert main(args) == 0
+    log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
+    assert any("dev_mae" in r for r in log)
+    assert main(["export", str(run), str(tmp_path / f"{family}-hf"), "--verify", "on"]) == 0
+    config = json.loads((tmp_path / f"{family}-hf" / "config.json").read_text())
+    assert config["architectures"][0].endswith("ForSequenceClassification")
