@@ -1,4 +1,4 @@
-"""Command line: ``omnidistill train | eval | sweep | export | import``. A thin layer over the library."""
+"""Command line: ``omnidistill train | eval | score | sweep | export | import``. A thin layer over the library."""
 
 from __future__ import annotations
 
@@ -28,10 +28,29 @@ def _eval(args: argparse.Namespace) -> int:
     from omnidistill.eval.report import report_markdown
     from omnidistill.eval.run_eval import evaluate_run
 
+    compare = {}
+    for spec in args.compare or []:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise ValueError(f"--compare {spec!r}: expected NAME=FILE")
+        compare[name] = path
     report = evaluate_run(
-        args.run_dir, files=args.data, split=args.split, out_dir=args.out, checkpoint=args.checkpoint, batch_size=args.batch_size
+        args.run_dir,
+        files=args.data,
+        split=args.split,
+        out_dir=args.out,
+        checkpoint=args.checkpoint,
+        batch_size=args.batch_size,
+        bootstrap_samples=args.bootstrap,
+        null=args.null,
+        plots=not args.no_plots,
+        compare=compare,
     )
     print(report_markdown(report, f"{args.split}: {report['meta']['items']} items, step {report['meta']['step']}"))
+    if compare:
+        from omnidistill.eval.compare import comparison_markdown
+
+        print(comparison_markdown(report["comparison"]))
     print(f"report written to {args.out or args.run_dir + '/eval'}")
     return 0
 
@@ -41,6 +60,30 @@ def _sweep(args: argparse.Namespace) -> int:
 
     rows = run_sweep(args.sweep_file, args.overrides, output_dir=args.output_dir)
     print(summary_markdown(rows))
+    return 0
+
+
+def _score(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from omnidistill.data.sources import read_records
+    from omnidistill.dimensions import DIMENSIONS
+    from omnidistill.scorer import Scorer, write_scores
+
+    records, _ = read_records(args.input, skip_invalid=args.skip_invalid, require_labels=False)
+    scorer = Scorer.load(args.model, batch_size=args.batch_size)
+    scorer.warn_truncation(records)
+    scores = scorer.score_records(records, progress=True)
+    write_scores(records, scores, args.output)
+    print(f"scored {len(records)} items with {scorer.source} -> {args.output}")
+    head = "| group | items | " + " | ".join(DIMENSIONS) + " |"
+    lines = [head, "|---|---:|" + "---:|" * len(DIMENSIONS)]
+    groups = [("all", np.ones(len(records), bool))]
+    groups += [(f"task={t}", np.array([r.task == t for r in records])) for t in sorted({r.task for r in records})]
+    groups += [(f"lang={g}", np.array([r.lang == g for r in records])) for g in sorted({r.lang for r in records})]
+    for name, sel in groups:
+        lines.append(f"| {name} | {int(sel.sum())} | " + " | ".join(f"{v:.3f}" for v in scores[sel].mean(axis=0)) + " |")
+    print("mean scores:\n" + "\n".join(lines))
     return 0
 
 
@@ -95,7 +138,33 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint", default="best", choices=["best", "latest"], help="which checkpoint to evaluate (default: best by dev MAE)"
     )
     p.add_argument("--batch-size", type=int, help="evaluation batch size (default: eval.batch_size of the run)")
+    p.add_argument(
+        "--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples for 95%% intervals (0 disables; default 1000)"
+    )
+    p.add_argument(
+        "--null",
+        default="uniform",
+        choices=["uniform", "max_disagreement"],
+        help="rwg null variance: uniform (2) or maximum disagreement (4)",
+    )
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument(
+        "--compare",
+        action="append",
+        metavar="NAME=FILE",
+        help="another judge's predictions (JSONL with id + pred or labels), shown side by side with the student; repeatable",
+    )
     p.set_defaults(func=_eval)
+
+    p = sub.add_parser("score", help="score a JSONL/CSV/Parquet file with a trained or exported model")
+    p.add_argument("--model", required=True, help="run directory (orbax checkpoint) or exported Hugging Face folder")
+    p.add_argument(
+        "--input", required=True, nargs="+", help="input file(s): .jsonl, .csv or .parquet with candidate and optional context fields"
+    )
+    p.add_argument("--output", required=True, help="output JSONL: each input item plus its scores")
+    p.add_argument("--batch-size", type=int, default=64, help="items per batch (default 64)")
+    p.add_argument("--skip-invalid", action="store_true", help="skip malformed lines (counted) instead of failing on the first")
+    p.set_defaults(func=_score)
 
     p = sub.add_parser("sweep", help="train a grid of config overrides and write one comparison table")
     p.add_argument("sweep_file", help="sweep YAML (base, output_dir, overrides, runs), e.g. configs/ablations/heads.yaml")

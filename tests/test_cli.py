@@ -47,16 +47,30 @@ def test_refuses_to_overwrite_then_resumes(trained_run, capsys):
     assert steps[-1] == 8
 
 
-def test_eval_writes_json_and_markdown(trained_run, capsys):
+def test_eval_writes_json_and_markdown(trained_run, capsys, tmp_path):
     run, _ = trained_run
-    assert main(["eval", str(run), "--split", "test"]) == 0
+    judge = tmp_path / "judge.jsonl"
+    from omnidistill.config import load_config
+    from omnidistill.data.sources import read_records
+
+    cfg = load_config(run / "config.yaml")
+    records = read_records(cfg.data.test)[0]
+    judge.write_text("\n".join(json.dumps({"id": r.id, "labels": {"clarity": 3.0}}) for r in records))
+    assert main(["eval", str(run), "--split", "test", "--bootstrap", "50", "--compare", f"llm={judge}"]) == 0
     report = json.loads((run / "eval" / "test.json").read_text())
     assert report["meta"]["items"] == 300
     assert set(report["by_lang"]) == {"ar", "bn", "de", "en", "es", "hi"}
     assert 0 < report["overall"]["mae"] < 4
     assert (run / "eval" / "test.md").read_text().startswith("## test")
     assert len((run / "eval" / "test_predictions.jsonl").read_text().splitlines()) == 300
-    assert "MAE" in capsys.readouterr().out
+    for name in ("test_pred_vs_gold.png", "test_error_by_group.png", "test_histograms.png", "test_compare.md"):
+        assert (run / "eval" / name).stat().st_size > 0
+    assert report["agreement"]["annotators"] == 2 and "student_vs_annotator" in report["agreement"]
+    assert report["cross_lingual"]["groups"] >= 1
+    assert set(report["ci95"]) >= {"mae", "rmse", "pearson", "acc1"}
+    assert "pairwise_acc" in report["overall"]["dimensions"]["clarity"]
+    out = capsys.readouterr().out
+    assert "MAE" in out and "Judges side by side" in out
 
 
 def test_bad_override_is_a_clear_cli_error(repo_root, capsys):

@@ -108,6 +108,8 @@ def build_pool(bank: dict, rng: random.Random) -> list[dict]:
                                 item[field] = spec[field]
                         item["candidate"] = cand
                         item["_kind"] = kind
+                        if kind == "good":  # reference texts are parallel across languages
+                            item["group_id"] = f"{task}-{i}"
                         pool.append(item)
     return pool
 

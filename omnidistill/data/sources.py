@@ -50,6 +50,34 @@ def _parquet_objects(path: Path) -> Iterator[tuple[str, Any]]:
         yield f"{path}:row {i}", {k: v for k, v in row.items() if v is not None}
 
 
+def _csv_objects(path: Path) -> Iterator[tuple[str, Any]]:
+    """CSV with a header; label dimensions may be columns; empty cells are missing values."""
+    import csv
+
+    from omnidistill.dimensions import DIMENSIONS
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path}: not valid UTF-8 ({err.reason} at byte {err.start})") from None
+    reader = csv.DictReader(text.splitlines())
+    for row in reader:
+        where = f"{path}:{reader.line_num}"
+        obj: dict[str, Any] = {k: v for k, v in row.items() if k is not None and v not in (None, "") and k not in DIMENSIONS}
+        labels = {}
+        for dim in DIMENSIONS:
+            if row.get(dim) not in (None, ""):
+                try:
+                    labels[dim] = float(row[dim])
+                except ValueError:
+                    yield where, DataError(f"{where}: {dim} must be a number, got {row[dim]!r}")
+                    break
+        else:
+            if labels:
+                obj["labels"] = labels
+            yield where, obj
+
+
 def iter_objects(path: str | Path) -> Iterator[tuple[str, Any]]:
     """(location, decoded object or DataError) for every record of a JSONL or Parquet file."""
     path = Path(path)
@@ -59,7 +87,9 @@ def iter_objects(path: str | Path) -> Iterator[tuple[str, Any]]:
         return _parquet_objects(path)
     if path.suffix in (".jsonl", ".json", ".ndjson"):
         return _jsonl_objects(path)
-    raise DataError(f"{path}: unsupported file type {path.suffix!r} (use .jsonl or .parquet)")
+    if path.suffix == ".csv":
+        return _csv_objects(path)
+    raise DataError(f"{path}: unsupported file type {path.suffix!r} (use .jsonl, .csv or .parquet)")
 
 
 def read_records(

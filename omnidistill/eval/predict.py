@@ -32,6 +32,7 @@ def predict_records(
     *,
     batch_size: int,
     buckets: Sequence[int],
+    progress: bool = False,
 ) -> np.ndarray:
     """Scores [N, 4] in record order. ``predict_fn`` should be jitted (one compile per bucket)."""
     n_shards = mesh.shape["data"] * mesh.shape["fsdp"]
@@ -46,6 +47,10 @@ def predict_records(
         process_count=jax.process_count(),
     )
     out = np.zeros((len(records), NUM_DIMENSIONS), np.float32)
+    if progress and jax.process_index() == 0:
+        from tqdm import tqdm
+
+        ds = tqdm(ds, total=len(ds), desc="score", unit="batch", dynamic_ncols=True)
     for local in ds:
         batch = {k: global_batch_array(local[k], sharding) for k in ("input_ids", "attention_mask", "index")}
         scores = _to_host(predict_fn(params, batch))

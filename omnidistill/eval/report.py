@@ -1,4 +1,5 @@
-"""Evaluation reports: overall / per-dimension / per-task / per-language metrics as JSON and Markdown."""
+"""Evaluation reports: every metric overall / per dimension / per task / per language, agreement with
+the human annotators, cross-lingual consistency and confidence intervals; JSON and Markdown."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ import numpy as np
 
 from omnidistill.data.schema import Record
 from omnidistill.dimensions import DIMENSIONS
+from omnidistill.eval.agreement import category_counts, fleiss_kappa, mean_rwg, rater_pair_table
+from omnidistill.eval.bootstrap import bootstrap_ci
+from omnidistill.eval.consistency import cross_lingual_consistency
 from omnidistill.eval.metrics import grouped_metrics, regression_metrics, weighted_group_mae
+from omnidistill.eval.ranking import calibrate_epsilon
+
+HEADLINE = ("mae", "rmse", "pearson", "acc1")
 
 
 def gold_arrays(records: Sequence[Record]) -> tuple[np.ndarray, np.ndarray]:
@@ -20,43 +27,157 @@ def gold_arrays(records: Sequence[Record]) -> tuple[np.ndarray, np.ndarray]:
     return gold, mask
 
 
-def build_report(records: Sequence[Record], pred: np.ndarray) -> dict:
-    """All metrics of predictions ``pred`` [N, 4] against the records' labels."""
+def headline_cis(pred: np.ndarray, gold: np.ndarray, mask: np.ndarray, samples: int, seed: int = 0) -> dict:
+    """95% bootstrap intervals (items resampled) of overall MAE, RMSE, Pearson, Acc@±1 and mae_dims."""
+    from omnidistill.eval.metrics import cell_metrics
+
+    def stat(key):
+        def fn(idx):
+            m = mask[idx]
+            if key == "mae_dims":
+                return regression_metrics(pred[idx], gold[idx], m)["mae_dims"]
+            p, g = pred[idx][m], gold[idx][m]
+            err = p - g
+            return {"mae": np.abs(err).mean(), "rmse": np.sqrt((err**2).mean()), "acc1": (np.abs(err) <= 1 + 1e-9).mean()}.get(
+                key, cell_metrics(p, g)["pearson"] if key == "pearson" else float("nan")
+            )
+
+        return fn
+
+    return {key: bootstrap_ci(stat(key), len(pred), samples=samples, seed=seed) for key in (*HEADLINE, "mae_dims")}
+
+
+def annotator_agreement(records: Sequence[Record], pred: np.ndarray, null: str) -> dict | None:
+    """Annotators among themselves vs the student against each annotator (items with >= 2 annotations)."""
+    rated = [(i, r) for i, r in enumerate(records) if len(r.annotations) >= 2]
+    if not rated:
+        return None
+    k = min(len(r.annotations) for _, r in rated)
+    ann = np.array([[[np.nan if v is None else v for v in a] for a in r.annotations[:k]] for _, r in rated])  # [N, k, 4]
+    student = pred[[i for i, _ in rated]]
+    out = {"items": len(rated), "annotators": k, "null": null}
+    out["rwg_annotators"] = mean_rwg(list(ann), null)
+    out["rwg_student_and_annotators"] = mean_rwg([np.vstack([a, s[None]]) for a, s in zip(ann, student, strict=True)], null)
+    out["fleiss_kappa_annotators"] = {}
+    for d, dim in enumerate(DIMENSIONS):
+        cells = ann[:, :, d]
+        keep = ~np.isnan(cells).any(axis=1)
+        out["fleiss_kappa_annotators"][dim] = fleiss_kappa(category_counts(cells[keep])) if keep.any() else float("nan")
+    raters = {f"annotator_{j + 1}": np.nan_to_num(ann[:, j, :]) for j in range(k)}
+    raters["student"] = student
+    mask = ~np.isnan(ann).any(axis=1)
+    pairs = rater_pair_table(raters, mask)
+    out["pairs"] = pairs
+    human = [p for p in pairs if "student" not in (p["a"], p["b"])]
+    with_student = [p for p in pairs if "student" in (p["a"], p["b"])]
+    for name, rows in (("annotator_vs_annotator", human), ("student_vs_annotator", with_student)):
+        out[name] = {key: float(np.mean([r[key] for r in rows])) for key in ("cohen_kappa", "quadratic_kappa", "mae", "acc1")}
+    return out
+
+
+def build_report(
+    records: Sequence[Record], pred: np.ndarray, *, bootstrap_samples: int = 0, null: str = "uniform", max_pairs: int = 20_000_000
+) -> dict:
+    """All metrics of predictions ``pred`` [N, 4] against the records' labels.
+
+    Pairwise accuracy uses one tie threshold per dimension, fitted on all items of that dimension
+    and applied unchanged per task and per language (``epsilon`` in the report).
+    """
     gold, mask = gold_arrays(records)
-    per_lang = grouped_metrics(pred, gold, mask, [r.lang for r in records])
-    return {
-        "overall": regression_metrics(pred, gold, mask),
-        "by_task": grouped_metrics(pred, gold, mask, [r.task for r in records]),
+    pred = np.asarray(pred, np.float64)
+    epsilon, calib = {}, {}
+    for d, dim in enumerate(DIMENSIONS):
+        c = calibrate_epsilon(gold[mask[:, d], d], pred[mask[:, d], d], max_pairs=max_pairs)
+        epsilon[dim], calib[dim] = c.epsilon, {"epsilon": c.epsilon, "tie_fraction": c.tie_fraction_metric, "sampled": c.sampled}
+    per_lang = grouped_metrics(pred, gold, mask, [r.lang for r in records], epsilon)
+    report = {
+        "overall": regression_metrics(pred, gold, mask, epsilon),
+        "by_task": grouped_metrics(pred, gold, mask, [r.task for r in records], epsilon),
         "by_lang": per_lang,
         "lang_mae_weighted": weighted_group_mae(per_lang),
+        "tie_calibration": calib,
     }
+    if bootstrap_samples:
+        report["ci95"] = headline_cis(pred, gold, mask, bootstrap_samples)
+    agreement = annotator_agreement(records, pred, null)
+    if agreement is not None:
+        report["agreement"] = agreement
+    consistency = cross_lingual_consistency(records, pred)
+    if consistency is not None:
+        report["cross_lingual"] = consistency
+    return report
 
 
-def _fmt(x: float) -> str:
+def _fmt(x: float | None) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
 
 
-def _row(name: str, m: dict) -> str:
-    cells = [name, str(m.get("items", "")), *(_fmt(m[k]) for k in ("mae", "rmse", "pearson", "acc1"))]
+def _row(name: str, m: dict, pa: bool = False) -> str:
+    keys = ("mae", "rmse", "pearson", "spearman", "kendall", "acc1") + (("pairwise_acc",) if pa else ())
+    cells = [name, str(m.get("items", m.get("n", ""))), *(_fmt(m.get(k)) for k in keys)]
     return "| " + " | ".join(cells) + " |"
+
+
+def _head(first: str, pa: bool = False) -> str:
+    cols = ["MAE", "RMSE", "Pearson r", "Spearman", "Kendall τb", "Acc@±1"] + (["pairwise acc"] if pa else [])
+    return f"| {first} | items | " + " | ".join(cols) + " |\n|---|---:|" + "---:|" * len(cols)
 
 
 def report_markdown(report: dict, title: str = "Evaluation") -> str:
     """A readable Markdown rendering of :func:`build_report`'s output."""
-    head = "| | items | MAE | RMSE | Pearson r | Acc@±1 |\n|---|---:|---:|---:|---:|---:|"
     ov = report["overall"]
-    lines = [f"## {title}", "", head, _row("**overall**", ov)]
+    lines = [f"## {title}", "", _head("", pa=True), _row("**overall**", ov)]
     for dim in DIMENSIONS:
-        lines.append(_row(dim, {**ov["dimensions"][dim], "items": ov["dimensions"][dim]["n"]}))
+        lines.append(_row(dim, ov["dimensions"][dim], pa=True))
     lines += [
         "",
         f"MAE averaged over dimensions: {_fmt(ov['mae_dims'])}; test-size-weighted language MAE: {_fmt(report['lang_mae_weighted'])}",
-        "",
     ]
+    if "tie_calibration" in report:
+        eps = ", ".join(f"{d} {_fmt(c['epsilon'])}" for d, c in report["tie_calibration"].items())
+        lines.append(f"Pairwise accuracy tie thresholds ε (fitted per dimension on all items): {eps}")
+    if "ci95" in report:
+        ci = report["ci95"]
+        lines.append("95% bootstrap intervals: " + "; ".join(f"{k} [{_fmt(lo)}, {_fmt(hi)}]" for k, (lo, hi) in ci.items()))
+    lines.append("")
     for section, label in (("by_task", "task"), ("by_lang", "language")):
-        lines += [f"### By {label}", "", head.replace("| |", f"| {label} |", 1)]
+        lines += [f"### By {label}", "", _head(label)]
         lines += [_row(name, m) for name, m in report[section].items()]
         lines.append("")
+    if "agreement" in report:
+        ag = report["agreement"]
+        lines += [
+            f"### Agreement with the human annotators ({ag['items']} items, {ag['annotators']} annotators, null: {ag['null']})",
+            "",
+            "| raters | Cohen κ | quadratic κ | MAE | Acc@±1 |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for name in ("annotator_vs_annotator", "student_vs_annotator"):
+            m = ag[name]
+            lines.append(
+                f"| {name.replace('_', ' ')} | {_fmt(m['cohen_kappa'])} | {_fmt(m['quadratic_kappa'])} | {_fmt(m['mae'])} | {_fmt(m['acc1'])} |"
+            )
+        lines += [
+            "",
+            f"r*wg(j): annotators {_fmt(ag['rwg_annotators']['rwg_star'])}, "
+            f"annotators + student {_fmt(ag['rwg_student_and_annotators']['rwg_star'])}; "
+            f"rwg(j): {_fmt(ag['rwg_annotators']['rwg_j'])} / {_fmt(ag['rwg_student_and_annotators']['rwg_j'])}",
+            "",
+        ]
+    if "cross_lingual" in report:
+        cl = report["cross_lingual"]
+        kappas = ", ".join(f"{d} {_fmt(v)}" for d, v in cl["fleiss_kappa"].items()) or "– (no group covers every language)"
+        lines += [
+            f"### Cross-lingual consistency ({cl['groups']} parallel groups, {len(cl['languages'])} languages)",
+            "",
+            f"Fleiss κ across languages: {kappas}",
+            "",
+        ]
+        lines += [f"| language | groups | mean |Δ| vs {cl['reference_lang']} |", "|---|---:|---:|"]
+        lines += [f"| {lang} | {v['groups']} | {_fmt(v['mean_abs'])} |" for lang, v in cl["deviation_from_reference"].items()]
+        lines.append("")
+    if "meta" in report and "seconds_per_1000" in report["meta"]:
+        lines.append(f"Throughput: {report['meta']['seconds_per_1000']:.3f} s per 1,000 items on {report['meta'].get('device', '?')}.")
     return "\n".join(lines)
 
 

@@ -15,6 +15,8 @@ from omnidistill.config import MeshConfig
 from omnidistill.data.sources import read_records
 from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.dimensions import DIMENSIONS
+from omnidistill.eval.compare import compare_judges, comparison_markdown, load_predictions
+from omnidistill.eval.plots import write_plots
 from omnidistill.eval.predict import predict_records
 from omnidistill.eval.report import build_report, write_report
 from omnidistill.models.loader import load_tokenizer
@@ -45,8 +47,13 @@ def evaluate_run(
     out_dir: str | Path | None = None,
     checkpoint: str = "best",
     batch_size: int | None = None,
+    bootstrap_samples: int = 1000,
+    null: str = "uniform",
+    plots: bool = True,
+    compare: dict[str, str] | None = None,
 ) -> dict:
-    """Score ``files`` (default: the run config's ``data.<split>``) and write ``<split>.json/.md`` reports."""
+    """Score ``files`` (default: the run config's ``data.<split>``) and write ``<split>.json/.md`` reports,
+    PNG plots, predictions, and with ``compare`` (name -> prediction file) a side-by-side judge table."""
     run_dir = Path(run_dir)
     cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint)
     files = files or getattr(cfg.data, split)
@@ -64,7 +71,7 @@ def evaluate_run(
     start = time.perf_counter()
     pred = predict_records(predict_fn, params, records, encoder, mesh, batch_size=bs, buckets=cfg.data.length_buckets)
     seconds = time.perf_counter() - start
-    report = build_report(records, pred)
+    report = build_report(records, pred, bootstrap_samples=bootstrap_samples, null=null)
     report["meta"] = {
         "run_dir": str(run_dir),
         "checkpoint": checkpoint,
@@ -76,6 +83,14 @@ def evaluate_run(
     }
     out_dir = Path(out_dir) if out_dir else run_dir / "eval"
     write_report(report, out_dir, name=split, title=f"{split} ({len(records)} items, step {step})")
+    if plots:
+        report["meta"]["plots"] = [str(p) for p in write_plots(records, pred, report, out_dir, prefix=split)]
+    if compare:
+        judges = {"student": pred, **{name: load_predictions(path, records) for name, path in compare.items()}}
+        comparison = compare_judges(records, judges)
+        (out_dir / f"{split}_compare.json").write_text(json.dumps(comparison, indent=2), encoding="utf-8")
+        (out_dir / f"{split}_compare.md").write_text(comparison_markdown(comparison), encoding="utf-8")
+        report["comparison"] = comparison
     with (out_dir / f"{split}_predictions.jsonl").open("w", encoding="utf-8") as f:
         for rec, row in zip(records, pred, strict=True):
             f.write(

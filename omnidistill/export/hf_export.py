@@ -38,7 +38,7 @@ class ExportError(RuntimeError):
     """The model cannot be exported faithfully, or the exported copy does not reproduce its scores."""
 
 
-def hf_config_dict(family_name: str, arch: Any) -> dict[str, Any]:
+def hf_config_dict(family_name: str, arch: Any, max_length: int = 512) -> dict[str, Any]:
     """The standard ``config.json`` contents for the family's sequence-classification class."""
     from transformers import AutoConfig
 
@@ -55,7 +55,12 @@ def hf_config_dict(family_name: str, arch: Any) -> dict[str, Any]:
         label2id={d: i for i, d in enumerate(DIMENSIONS)},
     )
     out = config.to_dict()
-    out["omnidistill"] = {"score": "1 + 4 * sigmoid(logits)", "dimensions": list(DIMENSIONS), "input": "fields joined by ' {sep_token} '"}
+    out["omnidistill"] = {
+        "score": "1 + 4 * sigmoid(logits)",
+        "dimensions": list(DIMENSIONS),
+        "input": "fields joined by ' {sep_token} '",
+        "max_length": max_length,
+    }
     return out
 
 
@@ -163,7 +168,7 @@ def export_run(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-    (tmp / "config.json").write_text(json.dumps(hf_config_dict(cfg.model.family, arch), indent=2), encoding="utf-8")
+    (tmp / "config.json").write_text(json.dumps(hf_config_dict(cfg.model.family, arch, cfg.data.max_length), indent=2), encoding="utf-8")
     tokenizer.save_pretrained(tmp)
     (tmp / "README.md").write_text(model_card(run_dir, cfg, step), encoding="utf-8")
     summary: dict[str, Any] = {"out_dir": str(out_dir), "step": step, "tensors": len(tensors), "verified": False}

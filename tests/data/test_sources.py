@@ -65,7 +65,7 @@ def test_bad_utf8_and_empty_and_missing_files(tmp_path):
     with pytest.raises(DataError, match=r"nope\.jsonl: file not found"):
         read_records(tmp_path / "nope.jsonl")
     with pytest.raises(DataError, match=r"unsupported file type"):
-        read_records(write_lines(tmp_path / "d.csv", ["a,b"]))
+        read_records(write_lines(tmp_path / "d.txt", ["a,b"]))
 
 
 def test_parquet_rows_are_read_and_validated(tmp_path):

@@ -1,0 +1,76 @@
+"""PNG plots of an evaluation: predicted vs gold per dimension, error by task and language, histograms."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from omnidistill.data.schema import Record
+from omnidistill.dimensions import DIMENSIONS
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def write_plots(records: Sequence[Record], pred: np.ndarray, report: dict, out_dir: str | Path, prefix: str = "test") -> list[Path]:
+    """Write ``<prefix>_pred_vs_gold.png``, ``<prefix>_error_by_group.png``, ``<prefix>_histograms.png``."""
+    from omnidistill.eval.report import gold_arrays
+
+    plt = _pyplot()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    gold, mask = gold_arrays(records)
+    rng = np.random.default_rng(0)
+    paths = []
+
+    fig, axes = plt.subplots(2, 2, figsize=(9, 8), sharex=True, sharey=True)
+    for d, (ax, dim) in enumerate(zip(axes.flat, DIMENSIONS, strict=True)):
+        g, p = gold[mask[:, d], d], pred[mask[:, d], d]
+        ax.scatter(g + rng.uniform(-0.12, 0.12, g.shape), p, s=8, alpha=0.5)
+        ax.plot([1, 5], [1, 5], "k--", lw=1)
+        m = report["overall"]["dimensions"][dim]
+        ax.set_title(f"{dim}: MAE {m['mae']:.2f}, r {m['pearson']:.2f}")
+        ax.set_xlim(0.7, 5.3)
+        ax.set_ylim(0.7, 5.3)
+    for ax in axes[-1]:
+        ax.set_xlabel("gold (jittered)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("predicted")
+    fig.tight_layout()
+    paths.append(out_dir / f"{prefix}_pred_vs_gold.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, section, label in ((axes[0], "by_task", "task"), (axes[1], "by_lang", "language")):
+        names = list(report[section])
+        ax.bar(names, [report[section][n]["mae"] for n in names], color="tab:blue")
+        ax.axhline(report["overall"]["mae"], color="k", ls="--", lw=1, label="overall")
+        ax.set_title(f"MAE by {label}")
+        ax.set_ylabel("MAE")
+        ax.legend()
+    fig.tight_layout()
+    paths.append(out_dir / f"{prefix}_error_by_group.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 4, figsize=(14, 3.4), sharey=True)
+    bins = np.linspace(1, 5, 17)
+    for d, (ax, dim) in enumerate(zip(axes, DIMENSIONS, strict=True)):
+        ax.hist(gold[mask[:, d], d], bins=bins, alpha=0.6, label="gold")
+        ax.hist(pred[mask[:, d], d], bins=bins, alpha=0.6, label="predicted")
+        ax.set_title(dim)
+    axes[0].legend()
+    fig.tight_layout()
+    paths.append(out_dir / f"{prefix}_histograms.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+    return paths

@@ -1,0 +1,160 @@
+"""Score (input, candidate) pairs with a trained omnidistill model: the library call users make most.
+
+    from omnidistill import Scorer
+    scorer = Scorer.load("runs/tiny")            # a run directory (orbax) or an exported HF folder
+    scorer.score(candidates=["Paris is the capital."], questions=["What is the capital of France?"])
+    # -> [{"informativeness": 4.1, "clarity": 4.6, "plausibility": 4.4, "faithfulness": 4.3}]
+
+Batches are length-sorted and padded to length buckets (one compiled function per bucket, reused
+across calls); results come back in input order and are deterministic: the same inputs give the same
+scores, bit for bit, on the same device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+
+from omnidistill.config import MeshConfig, ModelConfig
+from omnidistill.data.schema import Record
+from omnidistill.data.tokenize import RecordEncoder
+from omnidistill.dimensions import DIMENSIONS
+from omnidistill.eval.predict import predict_records
+from omnidistill.train.mesh import build_mesh, replicated
+from omnidistill.train.step import make_predict_fn
+
+log = logging.getLogger(__name__)
+DEFAULT_BUCKETS = (32, 64, 128, 256, 512)
+
+
+@dataclasses.dataclass
+class Scorer:
+    """A loaded model: parameters, graph, tokenizer and batching settings."""
+
+    graphdef: Any
+    params: Any
+    tokenizer: Any
+    max_length: int = 512
+    buckets: tuple[int, ...] = DEFAULT_BUCKETS
+    batch_size: int = 64
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        self.mesh = build_mesh(MeshConfig())
+        self.params = jax.device_put(self.params, replicated(self.mesh))
+        self.encoder = RecordEncoder(self.tokenizer, self.max_length)
+        self._predict = jax.jit(make_predict_fn(self.graphdef))
+        self.buckets = tuple(b for b in self.buckets if b <= self.max_length) or (self.max_length,)
+
+    @classmethod
+    def load(cls, path: str | Path, *, batch_size: int = 64, checkpoint: str = "best") -> Scorer:
+        """From a run directory (``config.yaml`` + orbax checkpoints) or an exported HF folder (``config.json``)."""
+        path = Path(path)
+        if (path / "config.yaml").exists() and (path / "model.json").exists():
+            from omnidistill.eval.run_eval import load_trained
+
+            cfg, graphdef, params, tokenizer, _ = load_trained(path, checkpoint)
+            buckets = tuple(cfg.data.length_buckets)
+            return cls(graphdef, params, tokenizer, cfg.data.max_length, buckets, batch_size, str(path))
+        if (path / "config.json").exists():
+            return cls._from_hf(path, batch_size)
+        raise FileNotFoundError(f"{path}: neither an omnidistill run directory nor a Hugging Face model folder")
+
+    @classmethod
+    def _from_hf(cls, folder: Path, batch_size: int) -> Scorer:
+        from omnidistill.models.hf_io import load_hf_weights, read_hf_config, read_hf_tensors
+        from omnidistill.models.loader import load_tokenizer
+        from omnidistill.models.registry import family_for_model_type
+        from omnidistill.models.regressor import build_regressor
+
+        hf_config = read_hf_config(folder)
+        family = family_for_model_type(str(hf_config.get("model_type")))
+        model = build_regressor(ModelConfig(family=family.name), hf_config)
+        load_hf_weights(model, read_hf_tensors(folder), required_groups=("encoder", "pooler", "classifier"))
+        graphdef, state = nnx.split(model, nnx.Param)
+        meta = hf_config.get("omnidistill", {})
+        max_length = int(meta.get("max_length", min(512, hf_config.get("max_position_embeddings", 512))))
+        return cls(graphdef, state.to_pure_dict(), load_tokenizer(str(folder)), max_length, DEFAULT_BUCKETS, batch_size, str(folder))
+
+    def score_records(self, records: Sequence[Record], *, progress: bool = False) -> np.ndarray:
+        """Scores [N, 4] in record order."""
+        if not records:
+            return np.zeros((0, len(DIMENSIONS)), np.float32)
+        return predict_records(
+            self._predict,
+            self.params,
+            records,
+            self.encoder,
+            self.mesh,
+            batch_size=self.batch_size,
+            buckets=self.buckets,
+            progress=progress,
+        )
+
+    def score(
+        self,
+        candidates: Sequence[str],
+        sources: Sequence[str | None] | None = None,
+        references: Sequence[str | None] | None = None,
+        questions: Sequence[str | None] | None = None,
+        tasks: Sequence[str] | str | None = None,
+        langs: Sequence[str] | str | None = None,
+    ) -> list[dict[str, float] | None]:
+        """Four scores per candidate (``None`` for an empty candidate, with a warning)."""
+        n = len(candidates)
+
+        def column(values, name):
+            if values is None or isinstance(values, str):
+                return [values] * n
+            if len(values) != n:
+                raise ValueError(f"{name} has {len(values)} items but candidates has {n}")
+            return list(values)
+
+        src, ref, qst = column(sources, "sources"), column(references, "references"), column(questions, "questions")
+        tsk, lng = column(tasks or "unknown", "tasks"), column(langs or "unknown", "langs")
+        records, keep = [], []
+        for i in range(n):
+            if not isinstance(candidates[i], str) or not candidates[i].strip():
+                log.warning("candidate %d is empty: no score", i)
+                continue
+            records.append(
+                Record(id=str(i), task=tsk[i], lang=lng[i], candidate=candidates[i], question=qst[i], source=src[i], reference=ref[i])
+            )
+            keep.append(i)
+        self.warn_truncation(records)
+        scores = self.score_records(records)
+        out: list[dict[str, float] | None] = [None] * n
+        for i, row in zip(keep, scores, strict=True):
+            out[i] = dict(zip(DIMENSIONS, map(float, row), strict=True))
+        return out
+
+    def warn_truncation(self, records: Sequence[Record]) -> int:
+        """Count (and warn about) inputs longer than ``max_length`` tokens, which get truncated."""
+        from omnidistill.data.tokenize import record_fields
+
+        long = 0
+        for r in records:
+            pieces = self.tokenizer(record_fields(r), add_special_tokens=False)["input_ids"]
+            long += sum(map(len, pieces)) + len(pieces) + 1 > self.max_length
+        if long:
+            log.warning("%d input(s) exceed %d tokens and are truncated (context first, candidate kept)", long, self.max_length)
+        return long
+
+
+def write_scores(records: Sequence[Record], scores: np.ndarray, path: str | Path) -> None:
+    """One JSON object per record: its fields plus ``scores``."""
+    with Path(path).open("w", encoding="utf-8") as f:
+        for r, row in zip(records, scores, strict=True):
+            item = {k: v for k, v in dataclasses.asdict(r).items() if v not in (None, (), [])}
+            item.pop("labels", None)
+            item.pop("annotations", None)
+            item["scores"] = dict(zip(DIMENSIONS, map(float, row), strict=True))
+            f.write(json.dumps(item, ensure_ascii=False) + "\n")

@@ -1,0 +1,57 @@
+"""Agreement, cross-lingual consistency and judge comparison sections of the report."""
+
+import json
+
+import numpy as np
+import pytest
+
+from omnidistill.data.schema import DataError, Record
+from omnidistill.eval.compare import compare_judges, comparison_markdown, load_predictions
+from omnidistill.eval.consistency import cross_lingual_consistency
+from omnidistill.eval.report import build_report, report_markdown
+
+
+def rec(i, lang, labels, annotations=(), group=None):
+    return Record(id=str(i), task="qa", lang=lang, candidate="x", labels=labels, annotations=annotations, group_id=group)
+
+
+def test_agreement_section_compares_student_with_annotators():
+    anns = [((4.0, 4.0, 4.0, 4.0), (4.0, 5.0, 4.0, 4.0)), ((2.0, 2.0, 1.0, 2.0), (2.0, 2.0, 2.0, 2.0))] * 5
+    recs = [rec(i, "en", tuple(np.mean(a, axis=0)), a) for i, a in enumerate(anns)]
+    pred = np.array([r.labels for r in recs])
+    rep = build_report(recs, pred, bootstrap_samples=50)
+    ag = rep["agreement"]
+    assert ag["annotators"] == 2 and ag["items"] == 10
+    assert ag["student_vs_annotator"]["mae"] == pytest.approx(0.125)  # student = annotator mean
+    assert {p["a"] for p in ag["pairs"]} | {p["b"] for p in ag["pairs"]} == {"annotator_1", "annotator_2", "student"}
+    assert set(rep["ci95"]) == {"mae", "rmse", "pearson", "acc1", "mae_dims"}
+    assert "Agreement with the human annotators" in report_markdown(rep)
+
+
+def test_cross_lingual_consistency_kappa_and_deviation():
+    recs, preds = [], []
+    for g in range(6):
+        for lang, shift in (("en", 0.0), ("de", 0.0), ("hi", 1.0)):
+            recs.append(rec(f"{g}{lang}", lang, (3.0,) * 4, group=f"g{g}"))
+            preds.append([1.0 + g % 4 + shift] * 4)
+    out = cross_lingual_consistency(recs, np.array(preds))
+    assert out["complete_groups"] == 6 and out["languages"] == ["de", "en", "hi"]
+    assert out["deviation_from_reference"]["de"]["mean_abs"] == 0.0
+    assert out["deviation_from_reference"]["hi"]["mean_abs"] == pytest.approx(1.0)
+    assert -1 <= out["fleiss_kappa"]["clarity"] < 1
+    assert cross_lingual_consistency([rec(1, "en", (3.0,) * 4)], np.ones((1, 4))) is None
+
+
+def test_judge_comparison_from_files(tmp_path):
+    recs = [rec(i, "en" if i % 2 else "hi", (float(1 + i % 5),) * 4) for i in range(10)]
+    judge = tmp_path / "judge.jsonl"
+    judge.write_text("\n".join(json.dumps({"id": r.id, "labels": {"clarity": 3, "faithfulness": r.labels[0]}}) for r in recs))
+    pred = load_predictions(judge, recs)
+    assert np.isnan(pred[:, 0]).all() and (pred[:, 3] == [r.labels[0] for r in recs]).all()
+    cmp = compare_judges(recs, {"student": np.full((10, 4), 3.0), "llm": pred})
+    assert cmp["llm"]["overall"]["dimensions"]["faithfulness"]["mae"] == 0.0
+    assert cmp["llm"]["overall"]["n"] == 20  # only the two dimensions it scored
+    assert "| MAE |" in comparison_markdown(cmp)
+    (tmp_path / "bad.jsonl").write_text('{"id": "0"}\n')
+    with pytest.raises(DataError, match=r"bad\.jsonl:1"):
+        load_predictions(tmp_path / "bad.jsonl", recs)
