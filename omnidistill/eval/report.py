@@ -154,9 +154,8 @@ def report_markdown(report: dict, title: str = "Evaluation") -> str:
         ]
         for name in ("annotator_vs_annotator", "student_vs_annotator"):
             m = ag[name]
-            lines.append(
-                f"| {name.replace('_', ' ')} | {_fmt(m['cohen_kappa'])} | {_fmt(m['quadratic_kappa'])} | {_fmt(m['mae'])} | {_fmt(m['acc1'])} |"
-            )
+            vals = " | ".join(_fmt(m[k]) for k in ("cohen_kappa", "quadratic_kappa", "mae", "acc1"))
+            lines.append(f"| {name.replace('_', ' ')} | {vals} |")
         lines += [
             "",
             f"r*wg(j): annotators {_fmt(ag['rwg_annotators']['rwg_star'])}, "
