@@ -1,4 +1,4 @@
-"""Command line: ``omnidistill train | eval | score | sweep | export | import``. A thin layer over the library."""
+"""Command line: ``omnidistill train | eval | score | label | sweep | export | import``. A thin layer over the library."""
 
 from __future__ import annotations
 
@@ -87,6 +87,20 @@ def _score(args: argparse.Namespace) -> int:
     return 0
 
 
+def _label(args: argparse.Namespace) -> int:
+    from omnidistill.label.config import load_label_config
+    from omnidistill.label.labeler import Labeler
+
+    cfg = load_label_config(args.config, args.overrides)
+    stats = Labeler(cfg).label_file(args.input, args.output)
+    print(
+        f"labelled {stats['labelled']} of {stats['items']} items ({stats['failed']} failed -> {args.output}.failed.jsonl); "
+        f"{stats['requests']} requests, {stats['cached_answers']} cached answers, {stats['invalid_answers']} invalid answers, "
+        f"{stats['prompt_tokens']} + {stats['completion_tokens']} tokens, ${stats['cost_usd']:.4f}"
+    )
+    return 0
+
+
 def _export(args: argparse.Namespace) -> int:
     from omnidistill.export.hf_export import export_run
 
@@ -165,6 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=64, help="items per batch (default 64)")
     p.add_argument("--skip-invalid", action="store_true", help="skip malformed lines (counted) instead of failing on the first")
     p.set_defaults(func=_score)
+
+    p = sub.add_parser("label", help="label items with an LLM judge through an OpenAI-compatible endpoint")
+    p.add_argument("--config", required=True, help="labelling config, e.g. configs/label/gpt41.yaml")
+    p.add_argument("--input", required=True, nargs="+", help="JSONL/CSV/Parquet items (labels not needed)")
+    p.add_argument("--output", required=True, help="labelled JSONL (failed items go to OUTPUT.failed.jsonl, counts to OUTPUT.stats.json)")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. concurrency=4 models=[gpt-4.1-mini]")
+    p.set_defaults(func=_label)
 
     p = sub.add_parser("sweep", help="train a grid of config overrides and write one comparison table")
     p.add_argument("sweep_file", help="sweep YAML (base, output_dir, overrides, runs), e.g. configs/ablations/heads.yaml")

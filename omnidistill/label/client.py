@@ -1,0 +1,88 @@
+"""A small client for OpenAI-compatible chat-completions endpoints (standard library only).
+
+Retries rate limits (429), server errors (5xx), timeouts and connection errors with exponential
+backoff, honouring ``Retry-After``; other HTTP errors fail at once. The API key comes from the
+environment variable the config names, never from a file.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+
+class ClientError(RuntimeError):
+    """The endpoint could not give an answer (after retries, or a non-retryable error)."""
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    attempts: int
+
+
+class ChatClient:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        *,
+        timeout_s: float = 60.0,
+        max_retries: int = 4,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 30.0,
+    ):
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.api_key = api_key
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+
+    def _request(self, payload: dict[str, Any]) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        req = urllib.request.Request(self.url, data=json.dumps(payload).encode("utf-8"), headers=headers, method="POST")
+        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+            return json.loads(resp.read().decode("utf-8"))
+
+    def complete(
+        self, messages: list[dict[str, str]], *, model: str, temperature: float = 0.0, max_tokens: int = 800, seed: int | None = None
+    ) -> Completion:
+        payload: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
+        if seed is not None:
+            payload["seed"] = seed
+        last_error = ""
+        for attempt in range(self.max_retries + 1):
+            wait = min(self.max_backoff_s, self.backoff_s * 2**attempt)
+            try:
+                body = self._request(payload)
+                choice = body["choices"][0]["message"]["content"]
+                usage = body.get("usage") or {}
+                return Completion(
+                    str(choice or ""), int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)), attempt + 1
+                )
+            except urllib.error.HTTPError as err:
+                last_error = f"HTTP {err.code}"
+                if err.code != 429 and err.code < 500:
+                    raise ClientError(f"{self.url}: HTTP {err.code}: {err.read()[:200]!r}") from None
+                retry_after = err.headers.get("Retry-After") if err.headers else None
+                if retry_after is not None:
+                    try:
+                        wait = min(self.max_backoff_s, float(retry_after))
+                    except ValueError:
+                        pass
+            except (TimeoutError, urllib.error.URLError, ConnectionError) as err:
+                last_error = f"{type(err).__name__}: {getattr(err, 'reason', err)}"
+            except (json.JSONDecodeError, KeyError, IndexError, TypeError) as err:
+                last_error = f"malformed response ({type(err).__name__})"
+            if attempt < self.max_retries:
+                time.sleep(wait)
+        raise ClientError(f"{self.url}: no answer after {self.max_retries + 1} attempts ({last_error})")

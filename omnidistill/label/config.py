@@ -1,0 +1,62 @@
+"""Typed configuration of a labelling run (``configs/label/*.yaml``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+from omnidistill.config import ConfigError, apply_override, from_dict
+
+
+@dataclasses.dataclass
+class LabelConfig:
+    base_url: str = "https://api.openai.com/v1"
+    """OpenAI-compatible endpoint (anything serving /chat/completions)."""
+    models: list[str] = dataclasses.field(default_factory=lambda: ["gpt-4.1"])
+    """One or more judge models; every model labels every item."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Environment variable holding the API key (keys are never read from files)."""
+    samples: int = 1
+    """Judgments per model per item (use temperature > 0 for more than one)."""
+    temperature: float = 0.0
+    max_tokens: int = 800
+    aggregation: Literal["mean", "median", "majority"] = "mean"
+    """How the judgments of one item become its label (majority = 2-of-3 rule with median fallback)."""
+    reference_mode: Literal["auto", "based", "free"] = "auto"
+    """Show the reference to the judge when present (auto/based) or never (free)."""
+    checklist: bool = False
+    """Checklist mode: first ask for item-specific checklist questions, then judge with them."""
+    concurrency: int = 8
+    """Requests in flight at once."""
+    max_retries: int = 4
+    """HTTP retries (429, 5xx, timeouts) per request, with exponential backoff."""
+    invalid_retries: int = 2
+    """New requests after an answer that is not valid JSON scores, before the item is marked failed."""
+    timeout_s: float = 60.0
+    backoff_s: float = 1.0
+    cache_dir: str = ".label_cache"
+    """Answers are cached here by request hash; rerunning after an interruption costs nothing twice."""
+    price_input_per_mtok: float = 0.0
+    """USD per million prompt tokens (for the cost report)."""
+    price_output_per_mtok: float = 0.0
+
+
+def load_label_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> LabelConfig:
+    data: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"{path}: config file not found")
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    for override in overrides:
+        apply_override(data, override)
+    try:
+        cfg = from_dict(LabelConfig, data)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}" if path else str(err)) from None
+    if not cfg.models:
+        raise ConfigError(f"{path}: models must name at least one judge model")
+    return cfg
