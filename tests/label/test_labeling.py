@@ -7,6 +7,7 @@ import threading
 import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 
@@ -24,8 +25,8 @@ DIMS = ("informativeness", "clarity", "plausibility", "faithfulness")
 class FakeJudge(BaseHTTPRequestHandler):
     """Behaviour is chosen by a marker in the candidate text of the prompt."""
 
-    counts: Counter = Counter()
-    prompts: list[str] = []
+    counts: ClassVar[Counter] = Counter()
+    prompts: ClassVar[list[str]] = []
     lock = threading.Lock()
 
     def log_message(self, *args):  # keep test output quiet
