@@ -106,11 +106,18 @@ class OptimConfig:
 
 @dataclasses.dataclass
 class MeshConfig:
-    """Device mesh axis sizes; -1 on one axis takes the remaining devices."""
+    """Device mesh axis sizes; -1 on one axis takes the remaining devices.
+
+    ``data``/``fsdp``/``tensor`` are the sizes within a slice (ICI); ``dcn_data``/``dcn_fsdp`` split
+    those axes further across slices (multi-slice TPU over DCN) or hosts (multi-node GPU)."""
 
     data: int = -1
     fsdp: int = 1
     tensor: int = 1
+    dcn_data: int = 1
+    """Number of slices (or hosts off TPU) along the data axis; the total data size is data x dcn_data."""
+    dcn_fsdp: int = 1
+    """Number of slices (or hosts) along the fsdp axis."""
 
 
 @dataclasses.dataclass

@@ -12,7 +12,15 @@ from omnidistill.sweep import load_sweep
 def test_shipped_heads_sweep_runs(repo_root, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(repo_root)
     out = tmp_path / "sweep"
-    args = ["sweep", "configs/ablations/heads.yaml", "train.max_steps=6", "train.eval_every_steps=6", "--output-dir", str(out)]
+    args = [
+        "sweep",
+        "configs/ablations/heads.yaml",
+        "train.max_steps=6",
+        "train.eval_every_steps=6",
+        "data.length_buckets=[192]",
+        "--output-dir",
+        str(out),
+    ]
     assert main(args) == 0
     rows = json.loads((out / "summary.json").read_text())
     assert [r["run"] for r in rows] == ["linear_sigmoid", "shared_mlp", "ordinal", "classification"]

@@ -111,8 +111,25 @@ def restore_params(ckpt_dir: str | Path, params_like: Any, *, step: int | None =
         raise FileNotFoundError(f"{ckpt_dir}: no checkpoint found")
     if is_best:
         out = mgr.restore(step, args=ocp.args.Composite(params=ocp.args.StandardRestore(_abstract(params_like)))).params
+        mgr.close()
     else:
-        raw = mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore())).state
-        out = jax.tree.map(lambda like, x: x.astype(like.dtype), params_like, raw["params"] if isinstance(raw, dict) else raw[1])
-    mgr.close()
+        mgr.close()
+        raw = read_state_arrays(ckpt_dir, step)
+        saved = raw["params"] if isinstance(raw, dict) else raw[1]
+        out = jax.tree.map(lambda like, x: jax.numpy.asarray(x, like.dtype), params_like, saved)
     return out, step
+
+
+def read_state_arrays(ckpt_dir: str | Path, step: int | None = None) -> Any:
+    """A saved train state as single-device arrays, whatever mesh or number of processes wrote it."""
+    mgr = ocp.CheckpointManager(Path(ckpt_dir).absolute(), item_handlers={"state": ocp.StandardCheckpointHandler()})
+    step = mgr.latest_step() if step is None else step
+    if step is None:
+        mgr.close()
+        raise FileNotFoundError(f"{ckpt_dir}: no checkpoint found")
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    meta = mgr.item_metadata(step)["state"]
+    target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), meta, is_leaf=lambda x: hasattr(x, "shape"))
+    state = mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))).state
+    mgr.close()
+    return state

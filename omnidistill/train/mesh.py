@@ -30,6 +30,7 @@ class MeshError(ValueError):
 
 
 def mesh_shape(cfg: MeshConfig, n_devices: int) -> tuple[int, int, int]:
+    """Per-slice (ICI) axis sizes for ``n_devices`` devices in one slice."""
     sizes = [cfg.data, cfg.fsdp, cfg.tensor]
     if sum(s == -1 for s in sizes) > 1:
         raise MeshError("mesh: at most one of data/fsdp/tensor may be -1")
@@ -48,10 +49,36 @@ def mesh_shape(cfg: MeshConfig, n_devices: int) -> tuple[int, int, int]:
 
 
 def build_mesh(cfg: MeshConfig, devices: Sequence[jax.Device] | None = None) -> Mesh:
-    """A ``(data, fsdp, tensor)`` mesh over all (or the given) devices."""
+    """A ``(data, fsdp, tensor)`` mesh over all (or the given) devices.
+
+    On one slice the device order follows the hardware topology (``mesh_utils.create_device_mesh``);
+    with ``dcn_data``/``dcn_fsdp`` > 1 the mesh is a hybrid of ICI axes within a slice and DCN axes across
+    slices (TPU) or processes (elsewhere), and the sizes are checked against what is there.
+    """
+    from jax.experimental import mesh_utils
+
     devices = list(devices if devices is not None else jax.devices())
-    shape = mesh_shape(cfg, len(devices))
-    return Mesh(np.asarray(devices).reshape(shape), AXES)
+    dcn = (cfg.dcn_data, cfg.dcn_fsdp, 1)
+    if min(dcn) < 1:
+        raise MeshError(f"mesh: dcn_data={cfg.dcn_data} and dcn_fsdp={cfg.dcn_fsdp} must be >= 1")
+    granules = math.prod(dcn)
+    if granules == 1:
+        shape = mesh_shape(cfg, len(devices))
+        try:
+            arr = mesh_utils.create_device_mesh(shape, devices, allow_split_physical_axes=True)
+        except (ValueError, NotImplementedError, AssertionError):
+            arr = np.asarray(devices).reshape(shape)
+        return Mesh(arr, AXES)
+    on_tpu = devices[0].platform == "tpu"
+    groups = {getattr(d, "slice_index", 0) if on_tpu else d.process_index for d in devices}
+    unit = "slices" if on_tpu else "processes"
+    if len(groups) != granules:
+        raise MeshError(f"mesh: dcn_data x dcn_fsdp = {granules}, but the devices span {len(groups)} {unit}")
+    if len(devices) % granules:
+        raise MeshError(f"mesh: {len(devices)} devices do not split evenly over {granules} {unit}")
+    ici = mesh_shape(cfg, len(devices) // granules)
+    arr = mesh_utils.create_hybrid_device_mesh(ici, dcn, devices, process_is_granule=not on_tpu, allow_split_physical_axes=True)
+    return Mesh(arr, AXES)
 
 
 def batch_sharding(mesh: Mesh) -> NamedSharding:

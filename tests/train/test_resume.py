@@ -14,11 +14,10 @@ import grain
 import jax
 import jax.numpy as jnp
 import numpy as np
-import orbax.checkpoint as ocp
 import pytest
 
 from omnidistill.config import MeshConfig
-from omnidistill.train.checkpoint import CheckpointError, RunCheckpoints
+from omnidistill.train.checkpoint import CheckpointError, RunCheckpoints, read_state_arrays
 from omnidistill.train.mesh import build_mesh, param_shardings
 from omnidistill.train.state import TrainState
 
@@ -57,10 +56,7 @@ def finished_steps(run: Path) -> list[int]:
 
 
 def final_params(run: Path, step: int = STEPS):
-    mgr = ocp.CheckpointManager(run / "checkpoints", item_handlers={"state": ocp.StandardCheckpointHandler()})
-    state = mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore())).state
-    mgr.close()
-    return jax.tree.leaves(state)
+    return jax.tree.leaves(read_state_arrays(run / "checkpoints", step))
 
 
 def interrupt_and_resume(repo_root, run, sig, rng) -> int:
