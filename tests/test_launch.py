@@ -58,9 +58,9 @@ def test_tpu_queued_resource_and_reuse(repo_root):
         "--",
         "configs/tiny.yaml",
     )
-    assert (
-        lines[0]
-        == "+ gcloud compute tpus queued-resources create od-qr --node-id od --zone z --accelerator-type v4-64 --runtime-version tpu-ubuntu2204-base --project p"
+    assert lines[0] == (
+        "+ gcloud compute tpus queued-resources create od-qr --node-id od --zone z --accelerator-type v4-64 "
+        "--runtime-version tpu-ubuntu2204-base --project p"
     )
     assert "queued-resources wait od-qr" in lines[1]
     assert len(lines) == 3 and "omnidistill train configs/tiny.yaml" in lines[2]
@@ -115,8 +115,10 @@ def test_local_multi_gpu_processes(repo_root):
     assert dry(repo_root, "gpu/local_multi_gpu.sh", "--dry-run", "--", "configs/mbert.yaml") == ["+ omnidistill train configs/mbert.yaml"]
     lines = dry(repo_root, "gpu/local_multi_gpu.sh", "--processes", "2", "--gpus", "8", "--dry-run", "--", "configs/mbert.yaml")
     assert lines == [
-        "+ env CUDA_VISIBLE_DEVICES=0,1,2,3 JAX_COORDINATOR_ADDRESS=127.0.0.1:12355 JAX_NUM_PROCESSES=2 JAX_PROCESS_ID=0 omnidistill train configs/mbert.yaml",
-        "+ env CUDA_VISIBLE_DEVICES=4,5,6,7 JAX_COORDINATOR_ADDRESS=127.0.0.1:12355 JAX_NUM_PROCESSES=2 JAX_PROCESS_ID=1 omnidistill train configs/mbert.yaml",
+        "+ env CUDA_VISIBLE_DEVICES=0,1,2,3 JAX_COORDINATOR_ADDRESS=127.0.0.1:12355 JAX_NUM_PROCESSES=2 JAX_PROCESS_ID=0 "
+        "omnidistill train configs/mbert.yaml",
+        "+ env CUDA_VISIBLE_DEVICES=4,5,6,7 JAX_COORDINATOR_ADDRESS=127.0.0.1:12355 JAX_NUM_PROCESSES=2 JAX_PROCESS_ID=1 "
+        "omnidistill train configs/mbert.yaml",
     ]
 
 
