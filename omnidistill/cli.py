@@ -1,4 +1,4 @@
-"""Command line: ``omnidistill train | eval | score | label | sweep | export | import``. A thin layer over the library."""
+"""Command line: ``omnidistill train | eval | score | label | sweep | export | import | tfds-build``. A thin layer over the library."""
 
 from __future__ import annotations
 
@@ -101,6 +101,14 @@ def _label(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tfds_build(args: argparse.Namespace) -> int:
+    from omnidistill.data.tfds_source import build_schema_dataset
+
+    folder = build_schema_dataset(args.manual_dir, args.data_dir)
+    print(f"prepared omnidistill_schema in {folder}; train with data.tfds.name=omnidistill_schema data.tfds.data_dir={args.data_dir}")
+    return 0
+
+
 def _export(args: argparse.Namespace) -> int:
     from omnidistill.export.hf_export import export_run
 
@@ -186,6 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="labelled JSONL (failed items go to OUTPUT.failed.jsonl, counts to OUTPUT.stats.json)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. concurrency=4 models=[gpt-4.1-mini]")
     p.set_defaults(func=_label)
+
+    p = sub.add_parser("tfds-build", help="build the omnidistill_schema TFDS dataset from local train/dev/test files")
+    p.add_argument("--manual-dir", required=True, help="folder with train/dev/test .jsonl or .parquet files")
+    p.add_argument("--data-dir", required=True, help="TFDS data directory to write")
+    p.set_defaults(func=_tfds_build)
 
     p = sub.add_parser("sweep", help="train a grid of config overrides and write one comparison table")
     p.add_argument("sweep_file", help="sweep YAML (base, output_dir, overrides, runs), e.g. configs/ablations/heads.yaml")

@@ -47,6 +47,22 @@ class ModelConfig:
 
 
 @dataclasses.dataclass
+class TfdsConfig:
+    """Read a prepared TensorFlow Datasets dataset instead of files."""
+
+    name: str
+    """TFDS dataset name, e.g. ``omnidistill_schema`` (built by ``omnidistill tfds-build``) or any prepared dataset."""
+    data_dir: str | None = None
+    """TFDS data directory (default: TFDS's own)."""
+    splits: dict[str, str] = dataclasses.field(default_factory=lambda: {"train": "train", "dev": "dev", "test": "test"})
+    """omnidistill split -> TFDS split, e.g. {dev: validation}."""
+    fields: dict[str, str] = dataclasses.field(default_factory=dict)
+    """omnidistill field -> TFDS feature, e.g. {candidate: summary, source: document}."""
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    """dimension -> scalar TFDS feature; default: a 4-vector feature named ``labels``."""
+
+
+@dataclasses.dataclass
 class DataConfig:
     """Input files and batching."""
 
@@ -59,6 +75,8 @@ class DataConfig:
     """Each batch is padded to the smallest bucket that fits its longest example."""
     skip_invalid: bool = False
     """Skip (and count) malformed records instead of raising."""
+    tfds: TfdsConfig | None = None
+    """Read splits from a TFDS dataset instead of train/dev/test files."""
 
 
 @dataclasses.dataclass

@@ -61,6 +61,10 @@ def process_slice(batch: dict[str, np.ndarray], process_index: int, process_coun
     return {k: v[process_index * per : (process_index + 1) * per] for k, v in batch.items()}
 
 
+def _with_index(index: int, record: Record) -> tuple[int, Record]:
+    return index, record
+
+
 class _Encode(grain.transforms.Map):
     def __init__(self, encoder: RecordEncoder):
         self.encoder = encoder
@@ -86,7 +90,7 @@ def train_dataset(
     (a batch may straddle two epochs). Batch ``i`` depends only on ``seed`` and ``i``."""
     if len(records) < global_batch:
         raise ValueError(f"{len(records)} training records are fewer than one batch of {global_batch}")
-    indexed = grain.MapDataset.source(list(enumerate(records)))
+    indexed = grain.MapDataset.source(records).map_with_index(_with_index)  # keeps lazy sources lazy
     ds = indexed.shuffle(seed=seed).repeat(None)
     ds = ds.map(_Encode(encoder))
     ds = ds.batch(

@@ -13,6 +13,7 @@ from flax import nnx
 
 from omnidistill.config import MeshConfig
 from omnidistill.data.sources import read_records
+from omnidistill.data.splits import load_split
 from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.compare import compare_judges, comparison_markdown, load_predictions
@@ -56,10 +57,15 @@ def evaluate_run(
     PNG plots, predictions, and with ``compare`` (name -> prediction file) a side-by-side judge table."""
     run_dir = Path(run_dir)
     cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint)
-    files = files or getattr(cfg.data, split)
-    if not files:
-        raise ValueError(f"no files to evaluate: pass --data or set data.{split} in the run config")
-    records, _ = read_records(files, skip_invalid=cfg.data.skip_invalid)
+    if files:
+        records, _ = read_records(files, skip_invalid=cfg.data.skip_invalid)
+    else:
+        records, _ = load_split(cfg.data, split)
+        files = (
+            list(getattr(cfg.data, split)) or [f"tfds:{cfg.data.tfds.name}/{split}"] if cfg.data.tfds else list(getattr(cfg.data, split))
+        )
+    if not records:
+        raise ValueError(f"nothing to evaluate: pass --data or set data.{split} (or data.tfds) in the run config")
     encoder = RecordEncoder(tokenizer, cfg.data.max_length)
     mesh = build_mesh(MeshConfig())
     params = jax.device_put(params, replicated(mesh))

@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from omnidistill.config import Config
 from omnidistill.data.pipeline import train_dataset
-from omnidistill.data.sources import read_records
+from omnidistill.data.splits import load_split
 from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.eval.predict import predict_records
 from omnidistill.eval.report import build_report, report_markdown
@@ -91,10 +91,10 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     loaded = load_model(cfg.model, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed)
     family = get_family(cfg.model.family)
     encoder = RecordEncoder(loaded.tokenizer, cfg.data.max_length)
-    if not cfg.data.train:
-        raise TrainError("data.train names no file")
-    train_records, skipped = read_records(cfg.data.train, skip_invalid=cfg.data.skip_invalid)
-    dev_records = read_records(cfg.data.dev, skip_invalid=cfg.data.skip_invalid)[0] if cfg.data.dev else []
+    if not cfg.data.train and cfg.data.tfds is None:
+        raise TrainError("data.train names no file (or set data.tfds)")
+    train_records, skipped = load_split(cfg.data, "train")
+    dev_records = load_split(cfg.data, "dev")[0]
     batch = cfg.train.batch_size
     steps_per_epoch = max(1, len(train_records) // batch)
     total_steps = cfg.train.max_steps or max(1, math.ceil(cfg.train.epochs * len(train_records) / batch))

@@ -1,0 +1,32 @@
+"""One place that turns ``data`` config into the records of a split (files or TFDS)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from omnidistill.config import DataConfig
+from omnidistill.data.schema import DataError, Record
+from omnidistill.data.sources import read_records
+
+
+def load_split(data: DataConfig, split: str, *, require_labels: bool = True) -> tuple[Sequence[Record], int]:
+    """Records of ``split`` (train/dev/test) and how many were skipped; empty when the split is absent.
+
+    TFDS training data stays lazy (random access through the data source); dev/test are read whole.
+    """
+    if data.tfds is not None:
+        from omnidistill.data.tfds_source import TfdsRecords
+
+        if split != "train" and split not in data.tfds.splits:
+            return [], 0
+        try:
+            records = TfdsRecords(data.tfds, split, require_labels=require_labels)
+        except DataError:
+            if split == "train":
+                raise
+            return [], 0
+        return (records if split == "train" else list(records)), 0
+    files = getattr(data, split)
+    if not files:
+        return [], 0
+    return read_records(files, skip_invalid=data.skip_invalid, require_labels=require_labels)

@@ -1,0 +1,168 @@
+"""TensorFlow Datasets: a builder for the omnidistill schema, and reading any prepared TFDS dataset.
+
+- ``omnidistill_schema`` builds a TFDS dataset (array_record files, no TensorFlow needed) from local
+  ``train``/``dev``/``test`` JSONL or Parquet files placed in TFDS's manual directory; records are
+  validated exactly as the JSONL reader validates them.
+- :class:`TfdsRecords` reads a prepared TFDS dataset through its random-access data source (the one
+  grain consumes) and maps its features onto the schema with ``data.tfds.fields`` / ``data.tfds.labels``;
+  nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from omnidistill.config import TfdsConfig
+from omnidistill.data.schema import TEXT_FIELDS, DataError, Record, validate_record
+from omnidistill.dimensions import DIMENSIONS
+
+SCHEMA_NAME = "omnidistill_schema"
+SPLIT_FILES = ("train", "dev", "test")
+
+
+def _tfds():
+    try:
+        import tensorflow_datasets as tfds
+    except ImportError:
+        raise DataError("TFDS sources need tensorflow-datasets (pip install 'omnidistill[tfds]')") from None
+    return tfds
+
+
+def schema_builder_class():
+    """The ``omnidistill_schema`` builder (defined on first use so that TFDS stays optional)."""
+    tfds = _tfds()
+    if SCHEMA_NAME in tfds.list_builders(with_community_datasets=False):
+        return tfds.builder_cls(SCHEMA_NAME)
+
+    class OmnidistillSchema(tfds.core.GeneratorBasedBuilder):
+        """Items in the omnidistill schema; labels are a float vector with NaN for a missing dimension."""
+
+        VERSION = tfds.core.Version("1.0.0")
+        MANUAL_DOWNLOAD_INSTRUCTIONS = "Put train/dev/test .jsonl or .parquet files in the manual directory."
+
+        def _info(self):
+            text = tfds.features.Text()
+            return tfds.core.DatasetInfo(
+                builder=self,
+                features=tfds.features.FeaturesDict(
+                    {
+                        **{k: text for k in ("id", "task", "lang", *TEXT_FIELDS, "candidate", "group_id")},
+                        "labels": tfds.features.Tensor(shape=(len(DIMENSIONS),), dtype=np.float32),
+                    }
+                ),
+            )
+
+        def _split_generators(self, dl_manager):
+            manual = Path(dl_manager.manual_dir)
+            splits = {}
+            for split in SPLIT_FILES:
+                found = [manual / f"{split}{ext}" for ext in (".jsonl", ".parquet") if (manual / f"{split}{ext}").exists()]
+                if found:
+                    splits[split] = self._generate_examples(found[0])
+            if not splits:
+                raise DataError(f"{manual}: no train/dev/test .jsonl or .parquet files")
+            return splits
+
+        def _generate_examples(self, path):
+            from omnidistill.data.sources import read_records
+
+            records, _ = read_records(path, require_labels=False)
+            for r in records:
+                yield (
+                    r.id,
+                    {
+                        "id": r.id,
+                        "task": r.task,
+                        "lang": r.lang,
+                        "candidate": r.candidate,
+                        "group_id": r.group_id or "",
+                        **{f: getattr(r, f) or "" for f in TEXT_FIELDS},
+                        "labels": np.array([np.nan if v is None else v for v in r.labels], np.float32),
+                    },
+                )
+
+    OmnidistillSchema.name = SCHEMA_NAME
+    return OmnidistillSchema
+
+
+def build_schema_dataset(manual_dir: str | Path, data_dir: str | Path) -> Path:
+    """Prepare ``omnidistill_schema`` from the files in ``manual_dir`` under ``data_dir``; returns its folder."""
+    tfds = _tfds()
+    builder = schema_builder_class()(data_dir=str(data_dir), file_format="array_record")
+    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=str(manual_dir)))
+    return Path(builder.data_dir)
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        value = value.decode("utf-8")
+    value = str(value)
+    return value if value.strip() else None
+
+
+class TfdsRecords(Sequence[Record]):
+    """A lazy, random-access view of one split of a prepared TFDS dataset as :class:`Record` objects."""
+
+    def __init__(self, cfg: TfdsConfig, split: str, *, require_labels: bool = True):
+        tfds = _tfds()
+        if cfg.name == SCHEMA_NAME:
+            schema_builder_class()
+        self.cfg, self.split, self.require_labels = cfg, split, require_labels
+        tfds_split = cfg.splits.get(split, split)
+        try:
+            builder = tfds.builder(cfg.name, data_dir=cfg.data_dir, file_format="array_record")
+            self.source = builder.as_data_source(split=tfds_split)
+        except Exception as err:  # TFDS raises many types for a missing or unprepared dataset
+            raise DataError(f"tfds:{cfg.name}/{tfds_split}: cannot open ({type(err).__name__}: {err}); prepare it first") from None
+        self.where = f"tfds:{cfg.name}/{tfds_split}"
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def to_object(self, item: dict[str, Any]) -> dict[str, Any]:
+        """The schema object of one TFDS example, using the configured feature mapping."""
+        fields = {
+            "id": "id",
+            "task": "task",
+            "lang": "lang",
+            "candidate": "candidate",
+            "group_id": "group_id",
+            **{f: f for f in TEXT_FIELDS},
+        }
+        fields.update(self.cfg.fields)
+        obj: dict[str, Any] = {}
+        for name, feature in fields.items():
+            if feature in item and (value := _text(item[feature])) is not None:
+                obj[name] = value
+        if self.cfg.labels:
+            labels = {dim: float(item[feat]) for dim, feat in self.cfg.labels.items() if feat in item}
+        elif "labels" in item:
+            labels = {dim: float(v) for dim, v in zip(DIMENSIONS, np.asarray(item["labels"]).tolist(), strict=True)}
+        else:
+            labels = {}
+        labels = {d: v for d, v in labels.items() if not np.isnan(v)}
+        if labels:
+            obj["labels"] = labels
+        return obj
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        index = int(index)
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"{self.where}: index {index} out of range")
+        where = f"{self.where}[{index}]"
+        obj = self.to_object(self.source[index])
+        obj.setdefault("id", where)
+        return validate_record(obj, where, require_labels=self.require_labels)
