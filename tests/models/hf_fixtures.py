@@ -1,10 +1,14 @@
-"""Tiny random Hugging Face models saved to disk, for parity and round-trip tests."""
+"""Tiny random Hugging Face models saved to disk, and the comparisons every parity test makes."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+
+from omnidistill.config import ModelConfig
+from omnidistill.models.hf_io import load_hf_weights, read_hf_config, read_hf_tensors
+from omnidistill.models.regressor import build_regressor
 
 TINY_BERT = dict(
     vocab_size=99,
@@ -18,22 +22,68 @@ TINY_BERT = dict(
 )
 
 
-def save_tiny_bert(folder: Path, classification: bool = False, seed: int = 0, **overrides) -> Path:
-    """Save a random BertModel (or BertForSequenceClassification with 4 labels) to ``folder``."""
+def save_tiny(
+    folder: Path, prefix: str, base: dict, *, classification: bool = False, seed: int = 0, perturb: str | None = None, **overrides
+) -> Path:
+    """Save a random ``<prefix>Model`` (or 4-label ``<prefix>ForSequenceClassification``) to ``folder``.
+
+    ``perturb``: parameters whose name contains it (e.g. norms, initialised to 1/0) get random noise,
+    so that the comparison exercises every tensor.
+    """
     import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertModel
+    import transformers
 
     torch.manual_seed(seed)
-    cfg = BertConfig(**{**TINY_BERT, **overrides})
+    cfg = getattr(transformers, f"{prefix}Config")(**{**base, **overrides})
     if classification:
         cfg.num_labels = 4
         cfg.problem_type = "multi_label_classification"
-        model = BertForSequenceClassification(cfg)
+        model = getattr(transformers, f"{prefix}ForSequenceClassification")(cfg)
     else:
-        model = BertModel(cfg)
-    model.eval()
-    model.save_pretrained(folder)
+        model = getattr(transformers, f"{prefix}Model")(cfg)
+    if perturb:
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if perturb in name:
+                    p.add_(0.1 * torch.randn_like(p))
+    model.eval().save_pretrained(folder)
     return folder
+
+
+def save_tiny_bert(folder: Path, classification: bool = False, seed: int = 0, **overrides) -> Path:
+    return save_tiny(folder, "Bert", TINY_BERT, classification=classification, seed=seed, **overrides)
+
+
+def flax_from_folder(folder: Path, family: str, groups: tuple[str, ...] = ("encoder",)):
+    """A regressor of ``family`` with the folder's weights (``groups`` must all be present)."""
+    model = build_regressor(ModelConfig(family=family), read_hf_config(folder))
+    load_hf_weights(model, read_hf_tensors(folder), required_groups=groups)
+    return model
+
+
+def assert_hidden_states_match(folder: Path, family: str, ids: np.ndarray, mask: np.ndarray, atol: float = 1e-4) -> None:
+    """Last hidden states of the Flax port equal PyTorch ``AutoModel`` on the non-padding positions."""
+    import torch
+    import transformers
+
+    hf = transformers.AutoModel.from_pretrained(folder).eval()
+    with torch.no_grad():
+        ref = hf(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask).long()).last_hidden_state.numpy()
+    ours = np.asarray(flax_from_folder(folder, family).encoder(ids, mask))
+    valid = mask.astype(bool)
+    np.testing.assert_allclose(ours[valid], ref[valid], atol=atol, rtol=0)
+
+
+def assert_logits_match(folder: Path, family: str, ids: np.ndarray, mask: np.ndarray, atol: float = 1e-4) -> None:
+    """Regressor outputs equal PyTorch ``AutoModelForSequenceClassification`` logits."""
+    import torch
+    import transformers
+
+    hf = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    with torch.no_grad():
+        ref = hf(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask).long()).logits.numpy()
+    model = flax_from_folder(folder, family, groups=("encoder", "pooler", "classifier"))
+    np.testing.assert_allclose(np.asarray(model(ids, mask)), ref, atol=atol)
 
 
 def random_batch(vocab: int, batch: int = 3, seq: int = 17, seed: int = 0, pad: bool = True):

@@ -5,42 +5,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from omnidistill.config import ModelConfig
 from omnidistill.models.bert.config import BertConfig, UnsupportedConfigError
-from omnidistill.models.hf_io import load_hf_weights, read_hf_config, read_hf_tensors
-from omnidistill.models.regressor import build_regressor
-from tests.models.hf_fixtures import random_batch, save_tiny_bert
+from tests.models.hf_fixtures import assert_hidden_states_match, assert_logits_match, flax_from_folder, random_batch, save_tiny_bert
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 
-def _flax_from_folder(folder):
-    model = build_regressor(ModelConfig(family="bert"), read_hf_config(folder))
-    load_hf_weights(model, read_hf_tensors(folder))
-    return model
-
-
-def _compare(folder, ids, mask, atol=1e-4):
-    hf = transformers.AutoModel.from_pretrained(folder).eval()
-    with torch.no_grad():
-        ref = hf(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask)).last_hidden_state.numpy()
-    ours = np.asarray(_flax_from_folder(folder).encoder(ids, mask))
-    valid = mask.astype(bool)
-    np.testing.assert_allclose(ours[valid], ref[valid], atol=atol, rtol=0)
-    return ours, ref
-
-
 @pytest.mark.parametrize("pad", [False, True])
 def test_tiny_random_bert_matches_pytorch(tmp_path, pad):
     folder = save_tiny_bert(tmp_path / "bert")
-    ids, mask = random_batch(99, pad=pad)
-    _compare(folder, ids, mask)
+    assert_hidden_states_match(folder, "bert", *random_batch(99, pad=pad))
 
 
 def test_padding_does_not_change_real_tokens(tmp_path):
     folder = save_tiny_bert(tmp_path / "bert")
-    model = _flax_from_folder(folder)
+    model = flax_from_folder(folder, "bert")
     ids, mask = random_batch(99, batch=1, seq=9, pad=False)
     padded_ids = np.concatenate([ids, np.zeros((1, 7), np.int32)], axis=1)
     padded_mask = np.concatenate([mask, np.zeros((1, 7), np.int32)], axis=1)
@@ -62,18 +42,12 @@ def test_real_minilm_weights_match_pytorch():
     )
     ids, mask = enc["input_ids"].astype(np.int32), enc["attention_mask"].astype(np.int32)
     assert (mask == 0).any(), "the batch must contain padding"
-    _compare(folder, ids, mask)
+    assert_hidden_states_match(folder, "bert", ids, mask)
 
 
 def test_pooler_and_classifier_match_sequence_classification(tmp_path):
     folder = save_tiny_bert(tmp_path / "cls", classification=True)
-    hf = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
-    ids, mask = random_batch(99)
-    with torch.no_grad():
-        ref = hf(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask)).logits.numpy()
-    model = build_regressor(ModelConfig(family="bert"), read_hf_config(folder))
-    load_hf_weights(model, read_hf_tensors(folder), required_groups=("encoder", "pooler", "classifier"))
-    np.testing.assert_allclose(np.asarray(model(ids, mask)), ref, atol=1e-4)
+    assert_logits_match(folder, "bert", *random_batch(99))
 
 
 @pytest.mark.parametrize(

@@ -6,13 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from omnidistill.config import ModelConfig
 from omnidistill.models.bert.config import UnsupportedConfigError
 from omnidistill.models.deberta_v2.config import DebertaV2Config
 from omnidistill.models.deberta_v2.modeling import log_bucket_position
-from omnidistill.models.hf_io import load_hf_weights, read_hf_config, read_hf_tensors
-from omnidistill.models.regressor import build_regressor
-from tests.models.hf_fixtures import random_batch
+from tests.models.hf_fixtures import assert_hidden_states_match, assert_logits_match, random_batch, save_tiny
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -43,26 +40,8 @@ VARIANTS = {
 }
 
 
-def save_tiny_deberta(folder, classification=False, seed=0, **overrides):
-    torch.manual_seed(seed)
-    cfg = transformers.DebertaV2Config(**{**V3, **overrides})
-    if classification:
-        cfg.num_labels = 4
-        model = transformers.DebertaV2ForSequenceClassification(cfg)
-    else:
-        model = transformers.DebertaV2Model(cfg)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "LayerNorm" in name:
-                p.add_(0.1 * torch.randn_like(p))
-    model.eval().save_pretrained(folder)
-    return folder
-
-
-def flax_model(folder, groups=("encoder",)):
-    model = build_regressor(ModelConfig(family="deberta_v2"), read_hf_config(folder))
-    load_hf_weights(model, read_hf_tensors(folder), required_groups=groups)
-    return model
+def save_tiny_deberta(folder, classification=False, **overrides):
+    return save_tiny(folder, "DebertaV2", V3, classification=classification, perturb="LayerNorm", **overrides)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -70,22 +49,12 @@ def flax_model(folder, groups=("encoder",)):
 def test_hidden_states_match_pytorch(tmp_path, variant, pad):
     folder = save_tiny_deberta(tmp_path / "d", **VARIANTS[variant])
     ids, mask = random_batch(99, batch=3, seq=40, pad=pad)  # 40 tokens: far beyond the 8 exact buckets
-    hf = transformers.AutoModel.from_pretrained(folder).eval()
-    with torch.no_grad():
-        ref = hf(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask).long()).last_hidden_state.numpy()
-    ours = np.asarray(flax_model(folder).encoder(ids, mask))
-    valid = mask.astype(bool)
-    np.testing.assert_allclose(ours[valid], ref[valid], atol=1e-4, rtol=0)
+    assert_hidden_states_match(folder, "deberta_v2", ids, mask)
 
 
 def test_classification_head_matches_pytorch(tmp_path):
     folder = save_tiny_deberta(tmp_path / "cls", classification=True)
-    hf = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
-    ids, mask = random_batch(99, batch=3, seq=30)
-    with torch.no_grad():
-        ref = hf(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask).long()).logits.numpy()
-    model = flax_model(folder, groups=("encoder", "pooler", "classifier"))
-    np.testing.assert_allclose(np.asarray(model(ids, mask)), ref, atol=1e-4)
+    assert_logits_match(folder, "deberta_v2", *random_batch(99, batch=3, seq=30))
 
 
 def test_log_buckets_match_pytorch():

@@ -5,12 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from omnidistill.config import ModelConfig
 from omnidistill.models.bert.config import UnsupportedConfigError
-from omnidistill.models.hf_io import load_hf_weights, read_hf_config, read_hf_tensors
 from omnidistill.models.modernbert.config import ModernBertConfig
-from omnidistill.models.regressor import build_regressor
-from tests.models.hf_fixtures import random_batch
+from tests.models.hf_fixtures import assert_hidden_states_match, assert_logits_match, flax_from_folder, random_batch, save_tiny
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -32,27 +29,12 @@ TINY = dict(
 )
 
 
-def save_tiny_modernbert(folder, classification=False, seed=0, **overrides):
-    torch.manual_seed(seed)
-    cfg = transformers.ModernBertConfig(**{**TINY, **overrides})
-    if classification:
-        cfg.num_labels = 4
-        model = transformers.ModernBertForSequenceClassification(cfg)
-    else:
-        model = transformers.ModernBertModel(cfg)
-    # random init leaves norms at 1/0: perturb them so the test sees every parameter
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.add_(0.1 * torch.randn_like(p))
-    model.eval().save_pretrained(folder)
-    return folder
+def save_tiny_modernbert(folder, classification=False, **overrides):
+    return save_tiny(folder, "ModernBert", TINY, classification=classification, perturb="norm", **overrides)
 
 
-def flax_model(folder, groups=("encoder",)):
-    model = build_regressor(ModelConfig(family="modernbert"), read_hf_config(folder))
-    load_hf_weights(model, read_hf_tensors(folder), required_groups=groups)
-    return model
+def flax_model(folder):
+    return flax_from_folder(folder, "modernbert")
 
 
 @pytest.mark.parametrize("biases", [False, True])
@@ -62,12 +44,7 @@ def test_hidden_states_match_pytorch(tmp_path, biases, pad):
     folder = save_tiny_modernbert(tmp_path / "mb", **extra)
     ids, mask = random_batch(99, batch=3, seq=24, pad=pad)  # 24 tokens > local window of 8
     ids[:, 0] = 1
-    hf = transformers.AutoModel.from_pretrained(folder).eval()
-    with torch.no_grad():
-        ref = hf(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask).long()).last_hidden_state.numpy()
-    ours = np.asarray(flax_model(folder).encoder(ids, mask))
-    valid = mask.astype(bool)
-    np.testing.assert_allclose(ours[valid], ref[valid], atol=1e-4, rtol=0)
+    assert_hidden_states_match(folder, "modernbert", ids, mask)
 
 
 def test_local_window_limits_the_receptive_field(tmp_path):
@@ -84,13 +61,9 @@ def test_local_window_limits_the_receptive_field(tmp_path):
 
 def test_classification_head_matches_pytorch(tmp_path):
     folder = save_tiny_modernbert(tmp_path / "cls", classification=True)
-    hf = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
     ids, mask = random_batch(99, batch=3, seq=20)
     ids[:, 0] = 1
-    with torch.no_grad():
-        ref = hf(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask).long()).logits.numpy()
-    model = flax_model(folder, groups=("encoder", "pooler", "classifier"))
-    np.testing.assert_allclose(np.asarray(model(ids, mask)), ref, atol=1e-4)
+    assert_logits_match(folder, "modernbert", ids, mask)
 
 
 def test_v5_config_round_trip_and_rejections():
