@@ -141,5 +141,30 @@ class Labeler:
             "completion_tokens": u.completion_tokens,
             "cost_usd": round(cost, 6),
         }
+        agreement = judge_agreement([r["judgments"] for r in results])
+        if agreement is not None:
+            stats["agreement"] = agreement
         output.with_name(output.name + ".stats.json").write_text(json.dumps(stats, indent=2), encoding="utf-8")
         return stats
+
+
+def judge_agreement(judgments_per_item: list[list[dict]]) -> dict | None:
+    """r*_wg(j) (uniform and maximum-disagreement nulls) and Fleiss' kappa per dimension among the
+    judgments of each item, over items with at least two (the evaluation suite's statistics)."""
+    import numpy as np
+
+    from omnidistill.dimensions import DIMENSIONS
+    from omnidistill.eval.agreement import category_counts, fleiss_kappa, mean_rwg
+
+    rated = [[[j[d] for d in DIMENSIONS] for j in js] for js in judgments_per_item if len(js) >= 2]
+    if not rated:
+        return None
+    k = min(len(r) for r in rated)
+    ratings = np.array([r[:k] for r in rated], np.float64)  # [items, judges, 4]
+    return {
+        "items": len(rated),
+        "judgments_per_item": k,
+        "rwg_star_uniform": mean_rwg(list(ratings), "uniform")["rwg_star"],
+        "rwg_star_max_disagreement": mean_rwg(list(ratings), "max_disagreement")["rwg_star"],
+        "fleiss_kappa": {d: fleiss_kappa(category_counts(ratings[:, :, i])) for i, d in enumerate(DIMENSIONS)},
+    }

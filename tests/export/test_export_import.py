@@ -13,7 +13,9 @@ from omnidistill.cli import main
 from omnidistill.export.hf_export import ExportError, export_run, export_tensors, push_folder
 from omnidistill.export.hf_import import import_hf
 from omnidistill.models.weights import WeightMismatchError
-from tests.models.hf_fixtures import save_tiny_bert
+from tests.models.hf_fixtures import save_tiny, save_tiny_bert
+from tests.models.test_deberta_v2_parity import V3
+from tests.models.test_modernbert_parity import TINY as MODERNBERT
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -27,9 +29,19 @@ def hf_classifier(tmp_path, tiny_tokenizer_dir):
     return folder
 
 
-def test_import_then_export_round_trips_tensors_exactly(tmp_path, hf_classifier):
+FAMILY_CLASSIFIERS = {
+    "bert": lambda folder: save_tiny_bert(folder, classification=True, vocab_size=1024),
+    "deberta_v2": lambda folder: save_tiny(folder, "DebertaV2", V3, classification=True, perturb="LayerNorm", vocab_size=1024),
+    "modernbert": lambda folder: save_tiny(folder, "ModernBert", MODERNBERT, classification=True, perturb="norm", vocab_size=1024),
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_CLASSIFIERS))
+def test_import_then_export_round_trips_tensors_exactly(tmp_path, tiny_tokenizer_dir, family):
+    hf_classifier = FAMILY_CLASSIFIERS[family](tmp_path / "hf")
+    transformers.AutoTokenizer.from_pretrained(tiny_tokenizer_dir).save_pretrained(hf_classifier)
     summary = import_hf(str(hf_classifier), tmp_path / "run")
-    assert summary["family"] == "bert" and summary["random_init"] == []
+    assert summary["family"] == family and summary["random_init"] == []
     result = export_run(tmp_path / "run", tmp_path / "out")
     assert result["verified"] and result["max_abs_diff"] < 1e-5
     original = load_file(str(hf_classifier / "model.safetensors"))
@@ -41,7 +53,9 @@ def test_import_then_export_round_trips_tensors_exactly(tmp_path, hf_classifier)
     config = json.loads((tmp_path / "out" / "config.json").read_text())
     assert len(config["id2label"]) == 4 and config["problem_type"] == "multi_label_classification"
     assert list(config["id2label"].values()) == ["informativeness", "clarity", "plausibility", "faithfulness"]
-    assert config["architectures"] == ["BertForSequenceClassification"]
+    assert config["architectures"][0].endswith("ForSequenceClassification")
+    reloaded = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "out")
+    assert reloaded.config.model_type == transformers.AutoConfig.from_pretrained(hf_classifier).model_type
 
 
 def test_trained_sharded_checkpoint_exports_and_scores_the_same(tmp_path, repo_root):

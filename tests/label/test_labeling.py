@@ -146,7 +146,10 @@ def test_rerun_is_served_from_the_cache(server, tmp_path):
 def test_samples_majority_and_checklist_mode(server, tmp_path):
     inputs = write_inputs(tmp_path / "in.jsonl", ["#seed"])
     cfg = cfg_for(server, tmp_path, samples=3, aggregation="majority", checklist=True, temperature=0.7)
-    Labeler(cfg).label_file([str(inputs)], tmp_path / "out.jsonl")
+    stats = Labeler(cfg).label_file([str(inputs)], tmp_path / "out.jsonl")
+    # judgments 2, 4, 4: variance 4/3 -> r*wg = 1 - (4/3)/2 under the uniform null
+    assert stats["agreement"]["judgments_per_item"] == 3
+    assert stats["agreement"]["rwg_star_uniform"] == pytest.approx(1 - (4 / 3) / 2)
     item = json.loads((tmp_path / "out.jsonl").read_text())
     assert item["labels"]["clarity"] == 4.0  # 2-of-3 rule over seeds 0, 1, 2 -> 2, 4, 4
     assert len(item["annotations"]) == 3
