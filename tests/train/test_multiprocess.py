@@ -79,10 +79,10 @@ def single(tmp_path_factory, repo_root):
     return run
 
 
-@pytest.mark.parametrize("mesh", [[], ["mesh.data=2", "mesh.dcn_data=2"]], ids=["data", "dcn_hybrid"])
-def test_two_processes_equal_one(tmp_path, repo_root, single, mesh):
+def test_two_processes_equal_one(tmp_path, repo_root, single):
+    """Hybrid mesh: data parallel across the 2 processes (DCN granules) x 2 devices within each."""
     run = tmp_path / "multi"
-    run_multi(repo_root, run, *mesh)
+    run_multi(repo_root, run, "mesh.data=2", "mesh.dcn_data=2")
     for a, b in zip(final_params(run), final_params(single), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5, rtol=1e-5)
     multi_dev = json.loads((run / "best_metrics.json").read_text())["dev_mae"]

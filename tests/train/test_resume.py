@@ -59,21 +59,15 @@ def final_params(run: Path, step: int = STEPS):
     return jax.tree.leaves(read_state_arrays(run / "checkpoints", step))
 
 
-def interrupt_and_resume(repo_root, run, sig, rng) -> int:
-    target = rng.randint(3, 10)
-    proc = subprocess.Popen(train_cmd(repo_root, run), env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+def interrupt(repo_root, run, sig, target, *extra) -> tuple[int, str]:
+    """Start (or resume) the run, send ``sig`` once a checkpoint at step >= target exists."""
+    proc = subprocess.Popen([*train_cmd(repo_root, run), *extra], env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None and not [s for s in finished_steps(run) if s >= target]:
         time.sleep(0.05)
     assert proc.poll() is None, "the run ended before it could be interrupted:\n" + proc.stdout.read().decode()[-2000:]
     proc.send_signal(sig)
-    out = proc.communicate(timeout=240)[0].decode()
-    interrupted_at = max(finished_steps(run))
-    assert interrupted_at < STEPS
-    resumed = subprocess.run([*train_cmd(repo_root, run), "--resume"], env=child_env(), capture_output=True, text=True, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert max(finished_steps(run)) == STEPS
-    return proc.returncode, out, interrupted_at
+    return proc.wait(timeout=240), proc.stdout.read().decode()
 
 
 @pytest.fixture(scope="module")
@@ -90,16 +84,20 @@ def assert_bit_identical(a, b):
         assert np.array_equal(np.asarray(x), np.asarray(y))
 
 
-def test_sigkill_then_resume_is_bit_identical(tmp_path, repo_root, uninterrupted):
-    code, _, _ = interrupt_and_resume(repo_root, tmp_path / "killed", signal.SIGKILL, random.Random(1))
-    assert code == -signal.SIGKILL
-    assert_bit_identical(final_params(tmp_path / "killed"), uninterrupted)
-
-
-def test_sigterm_checkpoints_exits_cleanly_and_resumes_bit_identical(tmp_path, repo_root, uninterrupted):
-    code, out, step = interrupt_and_resume(repo_root, tmp_path / "term", signal.SIGTERM, random.Random(2))
-    assert code == 0 and f"preempted at step {step}" in out
-    assert_bit_identical(final_params(tmp_path / "term"), uninterrupted)
+def test_sigterm_then_sigkill_then_resume_is_bit_identical(tmp_path, repo_root, uninterrupted):
+    """Preempted (SIGTERM: checkpoint + clean exit), resumed, killed hard (SIGKILL), resumed: the final
+    parameters equal an uninterrupted run's bit for bit. The interruption steps are random."""
+    rng = random.Random(7)
+    run = tmp_path / "run"
+    code, out = interrupt(repo_root, run, signal.SIGTERM, rng.randint(3, 8))
+    step = max(finished_steps(run))
+    assert code == 0 and f"preempted at step {step}" in out and step < STEPS
+    code, _ = interrupt(repo_root, run, signal.SIGKILL, rng.randint(step + 2, step + 8), "--resume")
+    assert code == -signal.SIGKILL and max(finished_steps(run)) < STEPS
+    resumed = subprocess.run([*train_cmd(repo_root, run), "--resume"], env=child_env(), capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert max(finished_steps(run)) == STEPS
+    assert_bit_identical(final_params(run), uninterrupted)
 
 
 # ---------------------------------------------------------------- in-process checkpoint behaviour
