@@ -44,6 +44,9 @@ class ModelConfig:
     """Overrides the backbone's hidden/attention dropout when set."""
     attention: Literal["xla", "cudnn"] = "xla"
     """Attention kernel passed to ``jax.nn.dot_product_attention``."""
+    remat: Literal["none", "full", "dots"] = "none"
+    """Rematerialise each encoder layer in the backward pass: ``full`` saves nothing, ``dots`` keeps
+    matmul outputs; trades compute for activation memory (large models at long sequences)."""
 
 
 @dataclasses.dataclass
@@ -77,6 +80,10 @@ class DataConfig:
     """Skip (and count) malformed records instead of raising."""
     tfds: TfdsConfig | None = None
     """Read splits from a TFDS dataset instead of train/dev/test files."""
+    read_threads: int = 16
+    """grain reader threads that tokenize and batch ahead of the train step (order stays deterministic)."""
+    prefetch_buffer: int = 500
+    """Elements grain prepares ahead of the train step."""
 
 
 @dataclasses.dataclass

@@ -33,6 +33,8 @@ def test_train_writes_checkpoints_logs_and_dev_report(trained_run):
     assert any(p.name.isdigit() for p in (run / "best").iterdir())
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
     assert any("dev_mae" in r for r in log) and any("tokens_per_s" in r for r in log)
+    steps = [r for r in log if "padding_fraction" in r]
+    assert steps and all(0 <= r["padding_fraction"] < 1 and r["input_wait_ms"] >= 0 for r in steps)
     assert "| **overall** |" in (run / "dev_report.md").read_text()
     assert (run / "config.yaml").exists() and (run / "tokenizer" / "tokenizer.json").exists()
 

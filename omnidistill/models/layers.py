@@ -67,3 +67,23 @@ def attention(
     impl = None if implementation == "xla" else implementation
     local = (window, window) if window is not None else None
     return jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale, local_window_size=local, implementation=impl)
+
+
+REMAT_POLICIES = {
+    "none": None,
+    "full": lambda *_, **__: False,  # save nothing: recompute every layer in the backward pass
+    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,  # keep matmul outputs, recompute the rest
+}
+
+
+def call_layer(layer, remat: str, *args):
+    """``layer(*args)``, rematerialised in the backward pass unless ``remat == "none"``."""
+    if remat == "none":
+        return layer(*args)
+    from flax import nnx
+
+    try:
+        policy = REMAT_POLICIES[remat]
+    except KeyError:
+        raise ValueError(f"model.remat={remat!r} is not one of {sorted(REMAT_POLICIES)}") from None
+    return nnx.remat(lambda module, *a: module(*a), policy=policy)(layer, *args)

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import grain
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -125,7 +126,7 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
             buckets=cfg.data.length_buckets,
             process_index=jax.process_index(),
             process_count=jax.process_count(),
-        ).to_iter_dataset()
+        ).to_iter_dataset(grain.ReadOptions(num_threads=cfg.data.read_threads, prefetch_buffer_size=cfg.data.prefetch_buffer))
     )
     ckpts = RunCheckpoints(run_dir, keep=cfg.checkpoint.keep)
     start = 0
@@ -151,7 +152,7 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     best_file = run_dir / "best_metrics.json"
     best_mae = json.loads(best_file.read_text())["dev_mae"] if resume and best_file.exists() else float("inf")
     bar = tqdm(total=total_steps, initial=start, disable=jax.process_index() != 0, desc="train", dynamic_ncols=True)
-    window = {"tokens": 0, "start": time.perf_counter(), "pending": []}
+    window = {"tokens": 0, "padded": 0, "wait": 0.0, "steps": 0, "start": time.perf_counter(), "pending": []}
     skipped_updates = 0
     last_dev: dict[str, Any] | None = None
     preempted = False
@@ -175,15 +176,23 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
             lrs = {f"lr_{k}": float(f(step)) for k, f in schedules.items()}
             bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{rate:,.0f}")
             record = {"step": step, "loss": loss, "grad_norm": float(fetched[-1]["grad_norm"]), "tokens_per_s": rate}
-            _log_line(log_path, {**record, "skipped_updates": skipped_updates, **lrs})
-            window["tokens"], window["start"] = 0, time.perf_counter()
+            pipeline = {
+                "padding_fraction": 1.0 - window["tokens"] / max(window["padded"], 1),
+                "input_wait_ms": 1e3 * window["wait"] / max(window["steps"], 1),
+            }
+            _log_line(log_path, {**record, **pipeline, "skipped_updates": skipped_updates, **lrs})
+            window.update(tokens=0, padded=0, wait=0.0, steps=0, start=time.perf_counter())
         window["pending"] = []
 
     with PreemptionGuard() as guard:
         while step < total_steps:
             start_step = step - len(window["pending"])
+            wait_start = time.perf_counter()
             local = next(data_iter)
+            window["wait"] += time.perf_counter() - wait_start
+            window["steps"] += 1
             window["tokens"] += int(local["attention_mask"].sum()) * jax.process_count()
+            window["padded"] += int(local["attention_mask"].size) * jax.process_count()
             gbatch = {k: global_batch_array(local[k], b_sharding) for k in BATCH_KEYS}
             state, metrics = step_fn(state, gbatch)
             window["pending"].append(metrics)

@@ -96,3 +96,16 @@ def test_eval_dataset_covers_every_record_once(tokenizer, records):
     ds = eval_dataset(records[:37], enc, global_batch=8, buckets=[64, 128])
     seen = np.concatenate([b["index"][b["example_mask"] > 0] for b in ds])
     assert sorted(seen.tolist()) == list(range(37))
+
+
+def test_reader_threads_do_not_change_the_batches(tokenizer, records):
+    import grain
+
+    enc = RecordEncoder(tokenizer, 128)
+    ds = train_dataset(records, enc, global_batch=8, seed=5, buckets=[64, 128])
+    one = iter(ds.to_iter_dataset(grain.ReadOptions(num_threads=1, prefetch_buffer_size=1)))
+    many = iter(ds.to_iter_dataset(grain.ReadOptions(num_threads=8, prefetch_buffer_size=64)))
+    for _ in range(6):
+        a, b = next(one), next(many)
+        np.testing.assert_array_equal(a["index"], b["index"])
+        np.testing.assert_array_equal(a["input_ids"], b["input_ids"])

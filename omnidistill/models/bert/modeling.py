@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from omnidistill.models.bert.config import BertConfig
-from omnidistill.models.layers import activation, attention, dropout, padding_mask, sub_rng
+from omnidistill.models.layers import activation, attention, call_layer, dropout, padding_mask, sub_rng
 
 _INIT = nnx.initializers.normal(0.02)
 
@@ -88,8 +88,9 @@ class BertLayer(nnx.Module):
 class BertEncoder(nnx.Module):
     """BERT without the pooler: token ids -> hidden states of every layer."""
 
-    def __init__(self, cfg: BertConfig, *, dtype=jnp.float32, attention_impl: str = "xla", rngs: nnx.Rngs):
+    def __init__(self, cfg: BertConfig, *, dtype=jnp.float32, attention_impl: str = "xla", remat: str = "none", rngs: nnx.Rngs):
         self.cfg = cfg
+        self.remat = remat
         self.embeddings = BertEmbeddings(cfg, dtype, rngs)
         self.layers = nnx.List([BertLayer(cfg, dtype, attention_impl, rngs) for _ in range(cfg.num_hidden_layers)])
 
@@ -109,7 +110,7 @@ class BertEncoder(nnx.Module):
         x = self.embeddings(input_ids, token_type_ids, sub_rng(rng, 10_000))
         states = [x]
         for i, layer in enumerate(self.layers):
-            x = layer(x, mask, sub_rng(rng, i))
+            x = call_layer(layer, self.remat, x, mask, sub_rng(rng, i))
             states.append(x)
         return states if return_all_layers else x
 

@@ -17,7 +17,7 @@ import numpy as np
 from flax import nnx
 
 from omnidistill.models.deberta_v2.config import DebertaV2Config
-from omnidistill.models.layers import activation, attention, dropout, padding_mask, sub_rng
+from omnidistill.models.layers import activation, attention, call_layer, dropout, padding_mask, sub_rng
 
 _INIT = nnx.initializers.normal(0.02)
 
@@ -136,8 +136,9 @@ class DebertaLayer(nnx.Module):
 class DebertaV2Encoder(nnx.Module):
     """DeBERTa-v2/v3 backbone: token ids -> hidden states of every layer."""
 
-    def __init__(self, cfg: DebertaV2Config, *, dtype=jnp.float32, attention_impl: str = "xla", rngs: nnx.Rngs):
+    def __init__(self, cfg: DebertaV2Config, *, dtype=jnp.float32, attention_impl: str = "xla", remat: str = "none", rngs: nnx.Rngs):
         self.cfg = cfg
+        self.remat = remat
         self.embeddings = DebertaEmbeddings(cfg, dtype, rngs)
         self.layers = nnx.List([DebertaLayer(cfg, dtype, attention_impl, rngs) for _ in range(cfg.num_hidden_layers)])
         rel = cfg.relative_attention
@@ -164,7 +165,7 @@ class DebertaV2Encoder(nnx.Module):
             index = relative_index(seq, self.cfg)
         states = [x]
         for i, layer in enumerate(self.layers):
-            x = layer(x, mask, rel_emb, index, sub_rng(rng, i))
+            x = call_layer(layer, self.remat, x, mask, rel_emb, index, sub_rng(rng, i))
             states.append(x)
         return states if return_all_layers else x
 

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from omnidistill.models.layers import activation, attention, dropout, padding_mask, sub_rng
+from omnidistill.models.layers import activation, attention, call_layer, dropout, padding_mask, sub_rng
 from omnidistill.models.modernbert.config import LOCAL, ModernBertConfig
 
 _INIT = nnx.initializers.normal(0.02)
@@ -93,8 +93,9 @@ class ModernBertLayer(nnx.Module):
 class ModernBertEncoder(nnx.Module):
     """ModernBERT backbone: token ids -> final-norm hidden states (or every layer's output)."""
 
-    def __init__(self, cfg: ModernBertConfig, *, dtype=jnp.float32, attention_impl: str = "xla", rngs: nnx.Rngs):
+    def __init__(self, cfg: ModernBertConfig, *, dtype=jnp.float32, attention_impl: str = "xla", remat: str = "none", rngs: nnx.Rngs):
         self.cfg = cfg
+        self.remat = remat
         self.tok_embeddings = nnx.Embed(cfg.vocab_size, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=_INIT, rngs=rngs)
         self.embedding_norm = _norm(cfg, rngs)
         self.layers = nnx.List([ModernBertLayer(cfg, i, dtype, attention_impl, rngs) for i in range(cfg.num_hidden_layers)])
@@ -118,7 +119,7 @@ class ModernBertEncoder(nnx.Module):
         x = dropout(x, self.cfg.embedding_dropout, sub_rng(rng, 10_000)).astype(self.dtype)
         states = [x]
         for i, layer in enumerate(self.layers):
-            x = layer(x, mask, sub_rng(rng, i))
+            x = call_layer(layer, self.remat, x, mask, sub_rng(rng, i))
             states.append(x)
         final = self.final_norm(x).astype(self.dtype)
         return [*states[:-1], final] if return_all_layers else final
