@@ -84,6 +84,17 @@ class DataConfig:
     """grain reader threads that tokenize and batch ahead of the train step (order stays deterministic)."""
     prefetch_buffer: int = 500
     """Elements grain prepares ahead of the train step."""
+    workers: int = 0
+    """grain worker processes that tokenize (and pack) ahead of the train step; 0 runs in-process.
+    The batch order depends on this value: resume with the same one."""
+    pack_length: int = 0
+    """Pack several examples into rows of this many tokens (0: one example per row, bucketed padding).
+    Attention stays within each example and each is pooled on its own; ``train.batch_size`` then
+    counts rows. Must be at least ``max_length``."""
+    pack_max_segments: int = 16
+    """At most this many examples in one packed row."""
+    pack_bins: int = 64
+    """Rows filled at once by first-fit packing (more bins: less padding, more examples in flight)."""
 
 
 @dataclasses.dataclass

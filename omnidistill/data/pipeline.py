@@ -1,11 +1,15 @@
-"""grain pipelines: shuffle -> tokenize -> batch with per-batch bucketed padding -> process slice.
+"""grain pipelines: shuffle -> tokenize -> batch (bucketed padding, or packed rows) -> process slice.
 
 Every process builds the same global batch order from the same seed and keeps only its own rows, so
 padding lengths agree across processes and the global batch is identical for any process count.
+
+Packed training rows (``data.pack_length > 0``) hold several examples each, placed by first-fit
+packing; a row carries ``segment_ids`` (1..K per example, 0 = padding) and K example slots of labels.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from functools import partial
 
@@ -61,8 +65,14 @@ def process_slice(batch: dict[str, np.ndarray], process_index: int, process_coun
     return {k: v[process_index * per : (process_index + 1) * per] for k, v in batch.items()}
 
 
-def _with_index(index: int, record: Record) -> tuple[int, Record]:
-    return index, record
+def _with_record_index(count: int, index: int, record: Record) -> tuple[int, Record]:
+    # grain hands map_with_index the index in the (repeated) stream; the record's index is its remainder
+    return index % count, record
+
+
+def _indexed_records(records: Sequence[Record]) -> grain.MapDataset:
+    """(record index, record) pairs; keeps lazy sources lazy."""
+    return grain.MapDataset.source(records).map_with_index(partial(_with_record_index, len(records)))
 
 
 class _Encode(grain.transforms.Map):
@@ -90,8 +100,7 @@ def train_dataset(
     (a batch may straddle two epochs). Batch ``i`` depends only on ``seed`` and ``i``."""
     if len(records) < global_batch:
         raise ValueError(f"{len(records)} training records are fewer than one batch of {global_batch}")
-    indexed = grain.MapDataset.source(records).map_with_index(_with_index)  # keeps lazy sources lazy
-    ds = indexed.shuffle(seed=seed).repeat(None)
+    ds = _indexed_records(records).shuffle(seed=seed).repeat(None)
     ds = ds.map(_Encode(encoder))
     ds = ds.batch(
         global_batch, drop_remainder=True, batch_fn=partial(collate, pad_id=encoder.pad_id, buckets=tuple(buckets), batch_size=global_batch)
@@ -122,3 +131,94 @@ def eval_dataset(
         batch_fn=partial(collate, pad_id=encoder.pad_id, buckets=tuple(buckets), batch_size=global_batch),
     )
     return ds.map(partial(process_slice, process_index=process_index, process_count=process_count))
+
+
+@dataclasses.dataclass(frozen=True)
+class PackSpec:
+    """How training examples are packed into rows."""
+
+    length: int
+    """Tokens per row."""
+    max_segments: int = 16
+    """Example slots per row."""
+    bins: int = 64
+    """Rows filled at once (first-fit)."""
+
+
+def _packing_input(example: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """One example as the packer's sequences: its tokens, and one-element label/index sequences."""
+    return {
+        "input_ids": example["input_ids"],
+        "labels": example["labels"][None],
+        "label_mask": example["label_mask"][None],
+        "index": np.asarray(example["index"], np.int32).reshape(1),
+    }
+
+
+def packed_row(packed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The packer's output -> a training row: ``segment_ids`` and per-slot labels, masks, indices."""
+    segment_ids = packed["input_ids_segment_ids"].astype(np.int32)
+    used = packed["labels_segment_ids"] > 0
+    return {
+        "input_ids": packed["input_ids"].astype(np.int32),
+        "segment_ids": segment_ids,
+        "attention_mask": (segment_ids > 0).astype(np.int32),
+        "labels": packed["labels"].astype(np.float32),
+        "label_mask": packed["label_mask"].astype(np.float32),
+        "example_mask": used.astype(np.float32),
+        "index": np.where(packed["index_segment_ids"] > 0, packed["index"], -1).astype(np.int32),
+    }
+
+
+def packed_train_dataset(
+    records: Sequence[Record],
+    encoder: RecordEncoder,
+    *,
+    global_batch: int,
+    seed: int,
+    pack: PackSpec,
+    read_options: grain.ReadOptions | None = None,
+    process_index: int = 0,
+    process_count: int = 1,
+) -> grain.IterDataset:
+    """Endless batches of packed rows: the shuffled, tokenized stream of :func:`train_dataset`,
+    first-fit packed into ``pack.length``-token rows of at most ``pack.max_segments`` examples.
+
+    Deterministic from ``seed``, and resumable from its iterator state (grain checkpoints the packer).
+    Rows of one packing round may mix the end of one epoch with the start of the next.
+    """
+    if encoder.max_length > pack.length:
+        raise ValueError(f"data.pack_length={pack.length} is shorter than data.max_length={encoder.max_length}")
+    if pack.max_segments < 1 or pack.bins < 1:
+        raise ValueError(f"data.pack_max_segments={pack.max_segments} and data.pack_bins={pack.bins} must be at least 1")
+    if len(records) == 0:
+        raise ValueError("no training records to pack")
+    examples = _indexed_records(records).shuffle(seed=seed).repeat(None).map(_Encode(encoder)).map(_packing_input)
+    lengths = {"input_ids": pack.length, "labels": pack.max_segments, "label_mask": pack.max_segments, "index": pack.max_segments}
+    padding = {"input_ids": encoder.pad_id, "labels": 0.0, "label_mask": 0.0, "index": -1}
+    rows = grain.experimental.FirstFitPackIterDataset(
+        examples.to_iter_dataset(read_options),
+        length_struct=lengths,
+        num_packing_bins=pack.bins,
+        seed=seed,
+        shuffle_bins=True,
+        padding_struct=padding,
+        max_sequences_per_bin=pack.max_segments,
+    )
+    batches = rows.map(packed_row).batch(global_batch, drop_remainder=True)
+    return batches.map(partial(process_slice, process_index=process_index, process_count=process_count))
+
+
+def with_workers(ds: grain.IterDataset, workers: int) -> grain.IterDataset:
+    """``ds`` produced by ``workers`` grain worker processes (in-process when 0).
+
+    Each worker builds every ``workers``-th element; the interleaved order is deterministic for a
+    given count and the iterator state (saved with checkpoints) covers every worker.
+    """
+    if workers <= 0:
+        return ds
+    from absl import flags
+
+    if not flags.FLAGS.is_parsed():  # grain's workers read absl flags; we define none on the command line
+        flags.FLAGS.mark_as_parsed()
+    return ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=workers))

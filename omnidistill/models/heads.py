@@ -7,6 +7,10 @@ Pooling (``model.pooling``):
 - ``layer_mix_cls`` / ``layer_mix_mean``: a learned softmax-weighted mix of every layer (COMET), then
   cls / mean.
 
+Every pooling also takes packed rows (``segment_ids``, several examples per row): it then pools each
+segment on its own ([CLS] = the segment's first token, mean over the segment's tokens) and returns
+[B * K, H] for K segment slots per row, in row-major order.
+
 Heads (``model.head``) return raw outputs and define ``scores(outputs) -> [B, 4]`` on the 1-5 scale
 and the loss they train with by default (``loss.name: auto``):
 - ``linear_sigmoid``: four linear heads, ``1 + 4 sigmoid`` (paper default; loss ``mse``);
@@ -35,8 +39,33 @@ def masked_mean(hidden: jax.Array, attention_mask: jax.Array) -> jax.Array:
     return jnp.sum(hidden.astype(jnp.float32) * m, axis=1) / jnp.maximum(jnp.sum(m, axis=1), 1.0)
 
 
+def segment_one_hot(segment_ids: jax.Array, num_segments: int) -> jax.Array:
+    """[B, S] segment ids -> boolean [B, K, S]: token s belongs to segment k + 1."""
+    return segment_ids[:, None, :] == jnp.arange(1, num_segments + 1, dtype=segment_ids.dtype)[None, :, None]
+
+
+def first_token(hidden: jax.Array, segment_ids: jax.Array | None, num_segments: int) -> jax.Array:
+    """The first token's state of each row ([B, H]), or of each segment of packed rows ([B * K, H])."""
+    if segment_ids is None:
+        return hidden[:, 0]
+    starts = jnp.argmax(segment_one_hot(segment_ids, num_segments), axis=-1)  # [B, K]; 0 for empty slots
+    firsts = jnp.take_along_axis(hidden, starts[..., None], axis=1)
+    return firsts.reshape(-1, hidden.shape[-1])
+
+
+def mean_tokens(hidden: jax.Array, attention_mask: jax.Array, segment_ids: jax.Array | None, num_segments: int) -> jax.Array:
+    """Mean over each row's real tokens ([B, H]), or over each segment of packed rows ([B * K, H])."""
+    if segment_ids is None:
+        return masked_mean(hidden, attention_mask)
+    member = segment_one_hot(segment_ids, num_segments).astype(jnp.float32)
+    sums = jnp.einsum("bks,bsh->bkh", member, hidden.astype(jnp.float32))
+    means = sums / jnp.maximum(jnp.sum(member, axis=-1), 1.0)[..., None]
+    return means.reshape(-1, hidden.shape[-1])
+
+
 class Pooling(nnx.Module):
-    """Base class: ``__call__(states, attention_mask)`` where ``states`` is the list of layer outputs."""
+    """Base class: ``__call__(states, attention_mask, segment_ids=None, num_segments=1)`` where
+    ``states`` is the list of layer outputs."""
 
     uses_family_pooler = False
     needs_all_layers = False
@@ -48,18 +77,18 @@ class Pooling(nnx.Module):
 class ClsPooling(Pooling):
     uses_family_pooler = True
 
-    def __call__(self, states: list[jax.Array], attention_mask: jax.Array) -> jax.Array:
-        return states[-1][:, 0]
+    def __call__(self, states: list[jax.Array], attention_mask: jax.Array, segment_ids=None, num_segments: int = 1) -> jax.Array:
+        return first_token(states[-1], segment_ids, num_segments)
 
 
 class ClsRawPooling(Pooling):
-    def __call__(self, states: list[jax.Array], attention_mask: jax.Array) -> jax.Array:
-        return states[-1][:, 0]
+    def __call__(self, states: list[jax.Array], attention_mask: jax.Array, segment_ids=None, num_segments: int = 1) -> jax.Array:
+        return first_token(states[-1], segment_ids, num_segments)
 
 
 class MeanPooling(Pooling):
-    def __call__(self, states: list[jax.Array], attention_mask: jax.Array) -> jax.Array:
-        return masked_mean(states[-1], attention_mask)
+    def __call__(self, states: list[jax.Array], attention_mask: jax.Array, segment_ids=None, num_segments: int = 1) -> jax.Array:
+        return mean_tokens(states[-1], attention_mask, segment_ids, num_segments)
 
 
 class LayerMix(Pooling):
@@ -76,9 +105,11 @@ class LayerMix(Pooling):
         w = jax.nn.softmax(self.weights[...])
         return self.gamma[...] * sum(w[i] * s.astype(jnp.float32) for i, s in enumerate(states))
 
-    def __call__(self, states: list[jax.Array], attention_mask: jax.Array) -> jax.Array:
+    def __call__(self, states: list[jax.Array], attention_mask: jax.Array, segment_ids=None, num_segments: int = 1) -> jax.Array:
         mixed = self.mix(states)
-        return mixed[:, 0] if self.reduce == "cls" else masked_mean(mixed, attention_mask)
+        if self.reduce == "cls":
+            return first_token(mixed, segment_ids, num_segments)
+        return mean_tokens(mixed, attention_mask, segment_ids, num_segments)
 
 
 class LayerMixMean(LayerMix):

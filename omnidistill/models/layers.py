@@ -47,6 +47,36 @@ def padding_mask(attention_mask: jax.Array) -> jax.Array:
     return attention_mask.astype(bool)[:, None, None, :]
 
 
+def segment_mask(segment_ids: jax.Array) -> jax.Array:
+    """[B, S] segment ids of packed rows (0 = padding) -> boolean [B, 1, S, S] block-diagonal mask.
+
+    A token attends only to tokens of its own segment; padding attends to padding (never to a real
+    token), so no attention row is empty.
+    """
+    return (segment_ids[:, :, None] == segment_ids[:, None, :])[:, None]
+
+
+def encoder_mask(attention_mask: jax.Array, segment_ids: jax.Array | None) -> jax.Array:
+    """The attention mask of an encoder call: key padding, or block-diagonal for packed rows."""
+    return padding_mask(attention_mask) if segment_ids is None else segment_mask(segment_ids)
+
+
+def segment_positions(segment_ids: jax.Array) -> jax.Array:
+    """[B, S] position of each token within its segment (0 at every segment's first token)."""
+    seq = segment_ids.shape[1]
+    index = jnp.arange(seq, dtype=jnp.int32)[None, :]
+    starts = jnp.concatenate([jnp.ones_like(segment_ids[:, :1], bool), segment_ids[:, 1:] != segment_ids[:, :-1]], axis=1)
+    first = jax.lax.cummax(jnp.where(starts, index, 0), axis=1)
+    return index - first
+
+
+def token_positions(input_ids: jax.Array, segment_ids: jax.Array | None) -> jax.Array:
+    """[B, S] (or [1, S]) absolute positions: 0..S-1, restarting at each segment of a packed row."""
+    if segment_ids is None:
+        return jnp.arange(input_ids.shape[1], dtype=jnp.int32)[None, :]
+    return segment_positions(segment_ids)
+
+
 def attention(
     q: jax.Array,
     k: jax.Array,
@@ -66,6 +96,12 @@ def attention(
     """
     impl = None if implementation == "xla" else implementation
     local = (window, window) if window is not None else None
+    if impl == "cudnn" and window is not None:
+        # cuDNN has no two-sided sliding window: fold the band into the mask (it becomes a bias).
+        s = q.shape[1]
+        pos = jnp.arange(s)
+        band = jnp.abs(pos[:, None] - pos[None, :]) <= window
+        mask, local = mask & band[None, None], None
     return jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale, local_window_size=local, implementation=impl)
 
 

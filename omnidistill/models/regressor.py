@@ -35,12 +35,20 @@ class Regressor(nnx.Module):
         attention_mask: jax.Array,
         token_type_ids: jax.Array | None = None,
         *,
+        segment_ids: jax.Array | None = None,
+        num_segments: int = 1,
         rng: jax.Array | None = None,
     ) -> jax.Array:
-        """Head outputs (float32; [B, 4] for the sigmoid heads). ``rng`` enables dropout; None is deterministic."""
+        """Head outputs (float32; [B, 4] for the sigmoid heads). ``rng`` enables dropout; None is deterministic.
+
+        Packed rows: ``segment_ids`` [B, S] numbers the examples of each row 1..K (0 = padding) and
+        the outputs are per segment slot, [B * num_segments, ...] (empty slots give unused outputs).
+        """
         all_layers = self.pooling.needs_all_layers
-        states = self.encoder(input_ids, attention_mask, token_type_ids, rng=sub_rng(rng, 1), return_all_layers=all_layers)
-        pooled = self.pooling(states if all_layers else [states], attention_mask)
+        states = self.encoder(
+            input_ids, attention_mask, token_type_ids, segment_ids=segment_ids, rng=sub_rng(rng, 1), return_all_layers=all_layers
+        )
+        pooled = self.pooling(states if all_layers else [states], attention_mask, segment_ids, num_segments)
         if self.pooler is not None:
             pooled = self.pooler(pooled, rng=sub_rng(rng, 2))
         return self.head(pooled, rng=sub_rng(rng, 3))

@@ -10,6 +10,7 @@ leaves a half-written step that looks finished.
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ class RunCheckpoints:
 
     def __init__(self, run_dir: str | Path, keep: int = 2):
         run_dir = Path(run_dir).absolute()
+        self.unreadable_dir = run_dir / "checkpoints_unreadable"
         self.latest = ocp.CheckpointManager(
             run_dir / "checkpoints",
             options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True),
@@ -65,6 +67,11 @@ class RunCheckpoints:
 
     def save_best(self, step: int, params: Any, dev_mae: float) -> None:
         assert_finite(params, "parameters")
+        if step in self.best.all_steps():
+            # a resumed run re-evaluated a step it had already saved as best (it died before the
+            # latest checkpoint of that step); resume is exact, so the saved parameters are these
+            log.info("best checkpoint of step %d already saved", step)
+            return
         self.best.save(step, args=ocp.args.Composite(params=ocp.args.StandardSave(params)), metrics={"dev_mae": float(dev_mae)}, force=True)
 
     def latest_step(self) -> int | None:
@@ -73,7 +80,8 @@ class RunCheckpoints:
     def restore(self, state_like: Any, data_iter: Any) -> tuple[Any, int]:
         """Restore the newest readable step: train state (resharded to ``state_like``'s shardings, so the
         mesh may differ from the one that saved it) and the iterator, in place. A step that fails to
-        load (truncated or corrupted files) is skipped with a warning in favour of the one before."""
+        load (truncated or corrupted files) is skipped with a warning in favour of the one before, and
+        moved to ``checkpoints_unreadable/`` so that the resumed run can save that step again."""
         steps = sorted(self.latest.all_steps(), reverse=True)
         if not steps:
             raise FileNotFoundError("no checkpoint to resume from")
@@ -88,8 +96,18 @@ class RunCheckpoints:
             except Exception as err:  # orbax/tensorstore raise many types for damaged files
                 log.warning("checkpoint step %d is unreadable (%s: %s); trying an earlier step", step, type(err).__name__, err)
                 continue
+            for bad in (s for s in steps if s > step):
+                self._set_aside(bad)
             return restored.state, step
         raise CheckpointError(f"none of the checkpoints {steps} could be restored")
+
+    def _set_aside(self, step: int) -> None:
+        self.unreadable_dir.mkdir(parents=True, exist_ok=True)
+        target = self.unreadable_dir / str(step)
+        shutil.rmtree(target, ignore_errors=True)
+        (Path(self.latest.directory) / str(step)).rename(target)
+        self.latest.reload()
+        log.warning("moved unreadable checkpoint step %d to %s", step, target)
 
     def wait(self) -> None:
         self.latest.wait_until_finished()

@@ -17,7 +17,7 @@ from flax import nnx
 from tqdm import tqdm
 
 from omnidistill.config import Config
-from omnidistill.data.pipeline import train_dataset
+from omnidistill.data.pipeline import PackSpec, packed_train_dataset, train_dataset, with_workers
 from omnidistill.data.splits import load_split
 from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.eval.predict import predict_records
@@ -34,6 +34,7 @@ from omnidistill.train.step import make_predict_fn, make_train_step
 
 log = logging.getLogger(__name__)
 BATCH_KEYS = ("input_ids", "attention_mask", "labels", "label_mask", "example_mask")
+PACKED_BATCH_KEYS = (*BATCH_KEYS, "segment_ids")
 
 
 class TrainError(ValueError):
@@ -48,6 +49,46 @@ def check_batching(cfg: Config, n_batch_shards: int, process_count: int) -> None
         raise TrainError(f"train.batch_size/grad_accum={b // a} must be divisible by mesh data x fsdp = {n_batch_shards}")
     if b % process_count:
         raise TrainError(f"train.batch_size={b} must be divisible by the number of processes ({process_count})")
+
+
+def mean_example_tokens(records: list, encoder: RecordEncoder, seed: int, sample: int = 2048) -> float:
+    """Mean token count of the training inputs, from a seeded sample of at most ``sample`` records."""
+    rng = np.random.default_rng(seed)
+    picks = rng.choice(len(records), size=min(sample, len(records)), replace=False)
+    return float(np.mean([len(encoder.token_ids(records[int(i)])) for i in picks]))
+
+
+def steps_per_epoch(cfg: Config, records: list, encoder: RecordEncoder) -> int:
+    """Optimizer steps per pass over the training records.
+
+    Packed rows: the rows that a perfect packing of the epoch's tokens would fill (at least
+    records / ``pack_max_segments``), so a packed "epoch" covers slightly fewer examples than a pass.
+    """
+    batch = cfg.train.batch_size
+    if cfg.data.pack_length <= 0:
+        return max(1, len(records) // batch)
+    tokens = len(records) * mean_example_tokens(records, encoder, cfg.train.seed)
+    rows = max(tokens / cfg.data.pack_length, len(records) / cfg.data.pack_max_segments)
+    return max(1, math.ceil(rows / batch))
+
+
+def training_batches(cfg: Config, records: list, encoder: RecordEncoder) -> Any:
+    """The endless, resumable iterator of this process's training batches (plain or packed)."""
+    read = grain.ReadOptions(num_threads=cfg.data.read_threads, prefetch_buffer_size=cfg.data.prefetch_buffer)
+    where = dict(process_index=jax.process_index(), process_count=jax.process_count())
+    if cfg.data.pack_length > 0:
+        pack = PackSpec(cfg.data.pack_length, cfg.data.pack_max_segments, cfg.data.pack_bins)
+        try:
+            ds = packed_train_dataset(
+                records, encoder, global_batch=cfg.train.batch_size, seed=cfg.train.seed, pack=pack, read_options=read, **where
+            )
+        except ValueError as err:
+            raise TrainError(str(err)) from None
+    else:
+        ds = train_dataset(
+            records, encoder, global_batch=cfg.train.batch_size, seed=cfg.train.seed, buckets=cfg.data.length_buckets, **where
+        ).to_iter_dataset(read)
+    return iter(with_workers(ds, cfg.data.workers))
 
 
 def init_state(params: Any, tx: Any, seed: int, mesh: Any, rules: Any) -> TrainState:
@@ -96,10 +137,9 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
         raise TrainError("data.train names no file (or set data.tfds)")
     train_records, skipped = load_split(cfg.data, "train")
     dev_records = load_split(cfg.data, "dev")[0]
-    batch = cfg.train.batch_size
-    steps_per_epoch = max(1, len(train_records) // batch)
-    total_steps = cfg.train.max_steps or max(1, math.ceil(cfg.train.epochs * len(train_records) / batch))
-    eval_every = cfg.train.eval_every_steps or steps_per_epoch
+    epoch_steps = steps_per_epoch(cfg, train_records, encoder)
+    total_steps = cfg.train.max_steps or max(1, math.ceil(cfg.train.epochs * epoch_steps))
+    eval_every = cfg.train.eval_every_steps or epoch_steps
     ckpt_every = cfg.checkpoint.every_steps or eval_every
 
     graphdef, params_state = nnx.split(loaded.model, nnx.Param)
@@ -117,17 +157,8 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     )
     predict_fn = jax.jit(make_predict_fn(graphdef))
 
-    data_iter = iter(
-        train_dataset(
-            train_records,
-            encoder,
-            global_batch=batch,
-            seed=cfg.train.seed,
-            buckets=cfg.data.length_buckets,
-            process_index=jax.process_index(),
-            process_count=jax.process_count(),
-        ).to_iter_dataset(grain.ReadOptions(num_threads=cfg.data.read_threads, prefetch_buffer_size=cfg.data.prefetch_buffer))
-    )
+    data_iter = training_batches(cfg, train_records, encoder)
+    batch_keys = PACKED_BATCH_KEYS if cfg.data.pack_length > 0 else BATCH_KEYS
     ckpts = RunCheckpoints(run_dir, keep=cfg.checkpoint.keep)
     start = 0
     if ckpts.latest_step() is not None:
@@ -142,7 +173,7 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     log.info(
         "training %d steps (%d per epoch, %d train / %d dev records, %d skipped) on mesh %s",
         total_steps,
-        steps_per_epoch,
+        epoch_steps,
         len(train_records),
         len(dev_records),
         skipped,
@@ -152,7 +183,7 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     best_file = run_dir / "best_metrics.json"
     best_mae = json.loads(best_file.read_text())["dev_mae"] if resume and best_file.exists() else float("inf")
     bar = tqdm(total=total_steps, initial=start, disable=jax.process_index() != 0, desc="train", dynamic_ncols=True)
-    window = {"tokens": 0, "padded": 0, "wait": 0.0, "steps": 0, "start": time.perf_counter(), "pending": []}
+    window = {"tokens": 0, "padded": 0, "examples": 0, "wait": 0.0, "steps": 0, "start": time.perf_counter(), "pending": []}
     skipped_updates = 0
     last_dev: dict[str, Any] | None = None
     preempted = False
@@ -177,11 +208,12 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
             bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{rate:,.0f}")
             record = {"step": step, "loss": loss, "grad_norm": float(fetched[-1]["grad_norm"]), "tokens_per_s": rate}
             pipeline = {
+                "examples_per_s": window["examples"] / max(elapsed, 1e-9),
                 "padding_fraction": 1.0 - window["tokens"] / max(window["padded"], 1),
                 "input_wait_ms": 1e3 * window["wait"] / max(window["steps"], 1),
             }
             _log_line(log_path, {**record, **pipeline, "skipped_updates": skipped_updates, **lrs})
-            window.update(tokens=0, padded=0, wait=0.0, steps=0, start=time.perf_counter())
+            window.update(tokens=0, padded=0, examples=0, wait=0.0, steps=0, start=time.perf_counter())
         window["pending"] = []
 
     with PreemptionGuard() as guard:
@@ -193,7 +225,8 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
             window["steps"] += 1
             window["tokens"] += int(local["attention_mask"].sum()) * jax.process_count()
             window["padded"] += int(local["attention_mask"].size) * jax.process_count()
-            gbatch = {k: global_batch_array(local[k], b_sharding) for k in BATCH_KEYS}
+            window["examples"] += int(local["example_mask"].sum()) * jax.process_count()
+            gbatch = {k: global_batch_array(local[k], b_sharding) for k in batch_keys}
             state, metrics = step_fn(state, gbatch)
             window["pending"].append(metrics)
             step += 1
@@ -223,6 +256,8 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
                 bar.write(f"preempted: checkpoint saved at step {step}; continue with --resume")
                 break
     bar.close()
+    if hasattr(data_iter, "close"):  # stops grain worker processes
+        data_iter.close()
     if not dev_records and not preempted:  # no dev set: the final parameters stand in for the best ones
         ckpts.save_best(step, state.params, 0.0)
     ckpts.wait()

@@ -21,21 +21,38 @@ def resolve_loss_name(loss_cfg: LossConfig, head_default: str) -> str:
     return head_default if loss_cfg.name == "auto" else loss_cfg.name
 
 
+def forward_examples(model: Any, batch: Batch, rng: jax.Array | None) -> tuple[jax.Array, Batch]:
+    """Head outputs per example, and the batch's per-example arrays flattened to match.
+
+    A packed batch (with ``segment_ids``; labels [B, K, 4]) gives B * K example slots; a plain batch
+    gives B. Either way the result is ``outputs`` [N, ...] and ``labels``/``label_mask`` [N, 4],
+    ``example_mask`` [N].
+    """
+    if "segment_ids" not in batch:
+        outputs = model(batch["input_ids"], batch["attention_mask"], rng=rng)
+        return outputs, {k: batch[k] for k in ("labels", "label_mask", "example_mask")}
+    slots = batch["labels"].shape[1]
+    outputs = model(batch["input_ids"], batch["attention_mask"], segment_ids=batch["segment_ids"], num_segments=slots, rng=rng)
+    flat = {k: batch[k].reshape(-1, *batch[k].shape[2:]) for k in ("labels", "label_mask", "example_mask")}
+    return outputs, flat
+
+
 def make_loss_fn(graphdef: nnx.GraphDef, loss_cfg: LossConfig) -> Callable:
-    """(params, batch, rng) -> (loss sum, (valid cell count, absolute error sum))."""
+    """(params, batch, rng) -> (loss sum, (valid cell count, absolute error sum)); plain or packed batches."""
     weights = jnp.asarray(loss_cfg.dimension_weights, jnp.float32)
 
     def loss_fn(params: Any, batch: Batch, rng: jax.Array | None):
         model = nnx.merge(graphdef, params)
         loss_impl = get_loss(resolve_loss_name(loss_cfg, model.head.default_loss))
-        outputs = model(batch["input_ids"], batch["attention_mask"], rng=rng)
+        outputs, ex = forward_examples(model, batch, rng)
         scores = model.scores(outputs)
-        mask = batch["label_mask"] * batch["example_mask"][:, None]
-        total, count = loss_impl(outputs, scores, batch["labels"], mask * weights, huber_delta=loss_cfg.huber_delta)
+        labels = ex["labels"]
+        mask = ex["label_mask"] * ex["example_mask"][:, None]
+        total, count = loss_impl(outputs, scores, labels, mask * weights, huber_delta=loss_cfg.huber_delta)
         if loss_cfg.ranking_weight > 0:
-            rank_sum, pairs = pairwise_ranking(scores, batch["labels"], mask)
+            rank_sum, pairs = pairwise_ranking(scores, labels, mask)
             total = total + loss_cfg.ranking_weight * count * rank_sum / jnp.maximum(pairs, 1.0)
-        abs_err = jnp.sum(jnp.abs(scores - batch["labels"]) * mask)
+        abs_err = jnp.sum(jnp.abs(scores - labels) * mask)
         return total, (count, abs_err)
 
     return loss_fn

@@ -126,10 +126,16 @@ def test_corrupted_latest_step_falls_back_to_previous(tmp_path, caplog):
             f.write_bytes(b"garbage")
     (tmp_path / "checkpoints" / "3.orbax-checkpoint-tmp-1234").mkdir()  # an unfinished write is ignored
     it2 = data_iter()
-    state, step = RunCheckpoints(tmp_path, keep=3).restore(small_state(mesh, 0.0), it2)
+    resumed = RunCheckpoints(tmp_path, keep=3)
+    state, step = resumed.restore(small_state(mesh, 0.0), it2)
     assert step == 1 and float(state.params["w"][0, 0]) == 1.0
     assert "unreadable" in caplog.text
     np.testing.assert_array_equal(next(it2), next(data_iter()))  # iterator restored to step 1's position
+    # the unreadable step is set aside, not deleted, and the resumed run can write step 2 again
+    assert (tmp_path / "checkpoints_unreadable" / "2" / "state").is_dir()
+    resumed.save(2, small_state(mesh, 4.0), it2)
+    resumed.wait()
+    assert resumed.latest_step() == 2
 
 
 def test_restore_onto_a_different_mesh(tmp_path):

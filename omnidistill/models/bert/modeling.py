@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from omnidistill.models.bert.config import BertConfig
-from omnidistill.models.layers import activation, attention, call_layer, dropout, padding_mask, sub_rng
+from omnidistill.models.layers import activation, attention, call_layer, dropout, encoder_mask, sub_rng, token_positions
 
 _INIT = nnx.initializers.normal(0.02)
 
@@ -37,11 +37,10 @@ class BertEmbeddings(nnx.Module):
         self.layer_norm = _norm(cfg.hidden_size, cfg.layer_norm_eps, rngs)
         self.dtype = dtype
 
-    def __call__(self, input_ids: jax.Array, token_type_ids: jax.Array, rng: jax.Array | None) -> jax.Array:
+    def __call__(self, input_ids: jax.Array, token_type_ids: jax.Array, positions: jax.Array, rng: jax.Array | None) -> jax.Array:
         seq = input_ids.shape[1]
         if seq > self.cfg.max_position_embeddings:
             raise ValueError(f"sequence length {seq} exceeds max_position_embeddings={self.cfg.max_position_embeddings}")
-        positions = jnp.arange(seq)[None, :]
         x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
         x = self.layer_norm(x)
         return dropout(x, self.cfg.hidden_dropout_prob, rng).astype(self.dtype)
@@ -100,14 +99,20 @@ class BertEncoder(nnx.Module):
         attention_mask: jax.Array,
         token_type_ids: jax.Array | None = None,
         *,
+        segment_ids: jax.Array | None = None,
         rng: jax.Array | None = None,
         return_all_layers: bool = False,
     ) -> jax.Array | list[jax.Array]:
-        """Last hidden state [B, S, H], or the embeddings plus every layer's output."""
+        """Last hidden state [B, S, H], or the embeddings plus every layer's output.
+
+        ``segment_ids`` marks packed rows (several examples per row, 1, 2, ... and 0 for padding):
+        attention stays within a segment and positions restart at each segment.
+        """
         if token_type_ids is None:
             token_type_ids = jnp.zeros_like(input_ids)
-        mask = padding_mask(attention_mask)
-        x = self.embeddings(input_ids, token_type_ids, sub_rng(rng, 10_000))
+        mask = encoder_mask(attention_mask, segment_ids)
+        positions = token_positions(input_ids, segment_ids)
+        x = self.embeddings(input_ids, token_type_ids, positions, sub_rng(rng, 10_000))
         states = [x]
         for i, layer in enumerate(self.layers):
             x = call_layer(layer, self.remat, x, mask, sub_rng(rng, i))

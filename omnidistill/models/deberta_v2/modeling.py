@@ -17,7 +17,7 @@ import numpy as np
 from flax import nnx
 
 from omnidistill.models.deberta_v2.config import DebertaV2Config
-from omnidistill.models.layers import activation, attention, call_layer, dropout, padding_mask, sub_rng
+from omnidistill.models.layers import activation, attention, call_layer, dropout, encoder_mask, sub_rng, token_positions
 
 _INIT = nnx.initializers.normal(0.02)
 
@@ -61,10 +61,10 @@ class DebertaEmbeddings(nnx.Module):
         self.layer_norm = _norm(cfg, rngs)
         self.dtype = dtype
 
-    def __call__(self, input_ids, token_type_ids, attention_mask, rng):
+    def __call__(self, input_ids, token_type_ids, attention_mask, positions, rng):
         x = self.word_embeddings(input_ids)
         if self.position_embeddings is not None:
-            x = x + self.position_embeddings(jnp.arange(input_ids.shape[1])[None, :])
+            x = x + self.position_embeddings(positions)
         if self.token_type_embeddings is not None:
             x = x + self.token_type_embeddings(token_type_ids)
         if self.embed_proj is not None:
@@ -148,14 +148,17 @@ class DebertaV2Encoder(nnx.Module):
         self.rel_norm = _norm(cfg, rngs) if rel and cfg.norm_rel_ebd == "layer_norm" else None
         self.dtype = dtype
 
-    def __call__(self, input_ids, attention_mask, token_type_ids=None, *, rng=None, return_all_layers=False):
+    def __call__(self, input_ids, attention_mask, token_type_ids=None, *, segment_ids=None, rng=None, return_all_layers=False):
+        """Last hidden state [B, S, H] (or every layer's). With ``segment_ids`` (packed rows), attention
+        stays within a segment; relative positions need no change, since i - j is the same within a
+        segment wherever it starts."""
         if token_type_ids is None:
             token_type_ids = jnp.zeros_like(input_ids)
         seq = input_ids.shape[1]
         if not self.cfg.relative_attention and seq > self.cfg.max_position_embeddings:
             raise ValueError(f"sequence length {seq} exceeds max_position_embeddings={self.cfg.max_position_embeddings}")
-        mask = padding_mask(attention_mask)
-        x = self.embeddings(input_ids, token_type_ids, attention_mask, sub_rng(rng, 10_000))
+        mask = encoder_mask(attention_mask, segment_ids)
+        x = self.embeddings(input_ids, token_type_ids, attention_mask, token_positions(input_ids, segment_ids), sub_rng(rng, 10_000))
         rel_emb, index = None, None
         if self.rel_embeddings is not None:
             rel_emb = self.rel_embeddings.embedding[...]

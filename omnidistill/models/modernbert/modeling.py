@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from omnidistill.models.layers import activation, attention, call_layer, dropout, padding_mask, sub_rng
+from omnidistill.models.layers import activation, attention, call_layer, dropout, encoder_mask, sub_rng, token_positions
 from omnidistill.models.modernbert.config import LOCAL, ModernBertConfig
 
 _INIT = nnx.initializers.normal(0.02)
@@ -27,10 +27,10 @@ def _norm(cfg: ModernBertConfig, rngs: nnx.Rngs) -> nnx.LayerNorm:
     )
 
 
-def rope_tables(seq: int, head_dim: int, theta: float) -> tuple[jax.Array, jax.Array]:
-    """cos, sin of shape [S, D] (frequencies repeated over both halves)."""
+def rope_tables(positions: jax.Array, head_dim: int, theta: float) -> tuple[jax.Array, jax.Array]:
+    """cos, sin of shape [B, S, D] for [B, S] positions (frequencies repeated over both halves)."""
     inv_freq = 1.0 / (theta ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim))
-    freqs = jnp.arange(seq, dtype=jnp.float32)[:, None] * inv_freq[None, :]
+    freqs = positions.astype(jnp.float32)[..., None] * inv_freq
     emb = jnp.concatenate([freqs, freqs], axis=-1)
     return jnp.cos(emb), jnp.sin(emb)
 
@@ -40,7 +40,7 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
     xf = x.astype(jnp.float32)
     half = x.shape[-1] // 2
     rotated = jnp.concatenate([-xf[..., half:], xf[..., :half]], axis=-1)
-    return (xf * cos[None, :, None, :] + rotated * sin[None, :, None, :]).astype(x.dtype)
+    return (xf * cos[:, :, None, :] + rotated * sin[:, :, None, :]).astype(x.dtype)
 
 
 class ModernBertAttention(nnx.Module):
@@ -52,10 +52,10 @@ class ModernBertAttention(nnx.Module):
         self.Wo = _dense(cfg.hidden_size, cfg.hidden_size, cfg.attention_bias, dtype, rngs)
         self.attention_impl = attention_impl
 
-    def __call__(self, x: jax.Array, mask: jax.Array, rng: jax.Array | None) -> jax.Array:
+    def __call__(self, x: jax.Array, mask: jax.Array, positions: jax.Array, rng: jax.Array | None) -> jax.Array:
         b, s, _ = x.shape
         qkv = self.Wqkv(x).reshape(b, s, 3, self.cfg.num_attention_heads, self.cfg.head_dim)
-        cos, sin = rope_tables(s, self.cfg.head_dim, self.theta)
+        cos, sin = rope_tables(positions, self.cfg.head_dim, self.theta)
         q, k, v = apply_rope(qkv[:, :, 0], cos, sin), apply_rope(qkv[:, :, 1], cos, sin), qkv[:, :, 2]
         window = self.cfg.local_attention // 2 if self.local else None
         ctx = attention(q, k, v, mask, self.attention_impl, window=window).reshape(b, s, -1)
@@ -83,9 +83,9 @@ class ModernBertLayer(nnx.Module):
         self.mlp = ModernBertMLP(cfg, dtype, rngs)
         self.dtype = dtype
 
-    def __call__(self, x: jax.Array, mask: jax.Array, rng: jax.Array | None) -> jax.Array:
+    def __call__(self, x: jax.Array, mask: jax.Array, positions: jax.Array, rng: jax.Array | None) -> jax.Array:
         h = self.attn_norm(x).astype(self.dtype) if self.attn_norm is not None else x
-        x = (x.astype(jnp.float32) + self.attn(h, mask, sub_rng(rng, 0)).astype(jnp.float32)).astype(self.dtype)
+        x = (x.astype(jnp.float32) + self.attn(h, mask, positions, sub_rng(rng, 0)).astype(jnp.float32)).astype(self.dtype)
         y = self.mlp(self.mlp_norm(x).astype(self.dtype), sub_rng(rng, 1))
         return (x.astype(jnp.float32) + y.astype(jnp.float32)).astype(self.dtype)
 
@@ -108,18 +108,22 @@ class ModernBertEncoder(nnx.Module):
         attention_mask: jax.Array,
         token_type_ids: jax.Array | None = None,
         *,
+        segment_ids: jax.Array | None = None,
         rng: jax.Array | None = None,
         return_all_layers: bool = False,
     ) -> jax.Array | list[jax.Array]:
+        """Final-norm hidden states [B, S, H] (or every layer's). With ``segment_ids`` (packed rows),
+        attention stays within a segment and RoPE positions restart at each segment."""
         del token_type_ids  # ModernBERT has no token types
         if input_ids.shape[1] > self.cfg.max_position_embeddings:
             raise ValueError(f"sequence length {input_ids.shape[1]} exceeds max_position_embeddings={self.cfg.max_position_embeddings}")
-        mask = padding_mask(attention_mask)
+        mask = encoder_mask(attention_mask, segment_ids)
+        positions = token_positions(input_ids, segment_ids)
         x = self.embedding_norm(self.tok_embeddings(input_ids))
         x = dropout(x, self.cfg.embedding_dropout, sub_rng(rng, 10_000)).astype(self.dtype)
         states = [x]
         for i, layer in enumerate(self.layers):
-            x = call_layer(layer, self.remat, x, mask, sub_rng(rng, i))
+            x = call_layer(layer, self.remat, x, mask, positions, sub_rng(rng, i))
             states.append(x)
         final = self.final_norm(x).astype(self.dtype)
         return [*states[:-1], final] if return_all_layers else final
