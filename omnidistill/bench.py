@@ -7,19 +7,23 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax._src.ad_checkpoint import saved_residuals  # public only as print_saved_residuals
 
 from omnidistill.config import LossConfig, MeshConfig, ModelConfig, OptimConfig
+from omnidistill.models.layers import resolve_attention
 from omnidistill.models.regressor import build_regressor
 from omnidistill.train.loop import init_state
+from omnidistill.train.memory import compiled_peak_gb, device_peak_gb
 from omnidistill.train.mesh import batch_sharding, build_mesh, global_batch_array, replicated
 from omnidistill.train.optimizer import build_optimizer
-from omnidistill.train.step import make_predict_fn, make_train_step
+from omnidistill.train.step import make_loss_fn, make_predict_fn, make_train_step
 
 PEAK_FLOPS = 989e12  # H100 dense bf16, the peer's MFU reference
 CASES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -59,12 +63,42 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=1000)
 
 
-def _model(name: str, tiny: bool, dtype: str, attention: str):
+def _model(name: str, tiny: bool, dtype: str, attention: str, remat: str = "none", abstract: bool = False):
+    """The case's regressor (random weights), or its shapes only when ``abstract``."""
     family, hf = CASES[name]
     hf = {**hf, **TINY} if tiny else dict(hf)
-    cfg = ModelConfig(family=family, attention=attention, dropout=0.0)
-    model = build_regressor(cfg, hf, dtype={"bfloat16": jnp.bfloat16, "float32": jnp.float32}[dtype])
-    return model, hf
+    cfg = ModelConfig(family=family, attention=attention, dropout=0.0, remat=remat)
+    build = partial(build_regressor, cfg, hf, dtype={"bfloat16": jnp.bfloat16, "float32": jnp.float32}[dtype])
+    return (nnx.eval_shape(build) if abstract else build()), hf
+
+
+def _train_batch(hf: dict, batch: int, seq: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {
+        "input_ids": rng.integers(5, hf["vocab_size"], (batch, seq)).astype(np.int32),
+        "attention_mask": np.ones((batch, seq), np.int32),
+        "labels": rng.uniform(1, 5, (batch, 4)).astype(np.float32),
+        "label_mask": np.ones((batch, 4), np.float32),
+        "example_mask": np.ones((batch,), np.float32),
+    }
+
+
+def _jit_train_step(graphdef: Any, tx: Any, shardings: Any, mesh: Any) -> Any:
+    return jax.jit(
+        make_train_step(graphdef, tx, loss_cfg=LossConfig(), dropout=False),
+        in_shardings=(shardings, batch_sharding(mesh)),
+        out_shardings=(shardings, replicated(mesh)),
+        donate_argnums=0,
+    )
+
+
+def _optimizer(params: Any) -> Any:
+    return build_optimizer(OptimConfig(lr=2e-5, head_lr=2e-5, weight_decay=0.01, grad_clip=None), params, 1000)[0]
+
+
+def _kernel(attention: str, dtype: str) -> str:
+    """The attention kernel actually used (``auto`` resolved on this device)."""
+    return "cudnn" if resolve_attention(attention, jnp.dtype(dtype)) == "cudnn" else "xla"
 
 
 def _param_counts(params: Any) -> tuple[int, int]:
@@ -77,37 +111,26 @@ def _param_counts(params: Any) -> tuple[int, int]:
     return total, emb
 
 
-def _peak_gb() -> float | None:
-    stats = jax.devices()[0].memory_stats() or {}
-    peak = stats.get("peak_bytes_in_use")
-    return round(peak / 1e9, 1) if peak else None
-
-
 def bench_train(
-    name: str, *, batch: int = 32, seq: int = 512, steps: int = 20, dtype: str = "bfloat16", attention: str = "xla", tiny: bool = False
+    name: str,
+    *,
+    batch: int = 32,
+    seq: int = 512,
+    steps: int = 20,
+    dtype: str = "bfloat16",
+    attention: str = "auto",
+    remat: str = "none",
+    tiny: bool = False,
 ) -> dict:
-    model, hf = _model(name, tiny, dtype, attention)
+    model, hf = _model(name, tiny, dtype, attention, remat)
     graphdef, state = nnx.split(model, nnx.Param)
     params = state.to_pure_dict()
     mesh = build_mesh(MeshConfig())
-    tx, _ = build_optimizer(OptimConfig(lr=2e-5, head_lr=2e-5, weight_decay=0.01, grad_clip=None), params, 1000)
+    tx = _optimizer(params)
     train_state = init_state(params, tx, 0, mesh, ())
     shardings = jax.tree.map(lambda x: x.sharding, train_state)
-    step = jax.jit(
-        make_train_step(graphdef, tx, loss_cfg=LossConfig(), dropout=False),
-        in_shardings=(shardings, batch_sharding(mesh)),
-        out_shardings=(shardings, replicated(mesh)),
-        donate_argnums=0,
-    )
-    rng = np.random.default_rng(0)
-    host = {
-        "input_ids": rng.integers(5, hf["vocab_size"], (batch, seq)).astype(np.int32),
-        "attention_mask": np.ones((batch, seq), np.int32),
-        "labels": rng.uniform(1, 5, (batch, 4)).astype(np.float32),
-        "label_mask": np.ones((batch, 4), np.float32),
-        "example_mask": np.ones((batch,), np.float32),
-    }
-    data = {k: global_batch_array(v, batch_sharding(mesh)) for k, v in host.items()}
+    data = {k: global_batch_array(v, batch_sharding(mesh)) for k, v in _train_batch(hf, batch, seq).items()}
+    step = _jit_train_step(graphdef, tx, shardings, mesh).lower(train_state, data).compile()
     for _ in range(3):
         train_state, metrics = step(train_state, data)
     jax.block_until_ready(metrics)
@@ -123,7 +146,7 @@ def bench_train(
         model=name,
         framework="omnidistill-jax",
         dtype=dtype,
-        attention=attention,
+        attention=_kernel(attention, dtype),
         params_M=round(total / 1e6, 1),
         nonemb_M=round(n / 1e6, 1),
         train_B=batch,
@@ -131,13 +154,60 @@ def bench_train(
         step_ms=round(dt * 1e3, 2),
         train_tok_s=round(tok_s),
         mfu_vs_989=round(tok_s * (6 * n + 12 * layers * h * seq) / PEAK_FLOPS, 3),
-        peak_GB=_peak_gb(),
+        remat=remat,
+        peak_GB=device_peak_gb(),
+        compiled_peak_GB=compiled_peak_gb(step),
         device=jax.devices()[0].device_kind,
     )
 
 
+def _saved_bytes(name: str, tiny: bool, dtype: str, remat: str, batch: int, seq: int) -> tuple[int, int, int, dict]:
+    """(activation bytes kept for the backward pass, parameter bytes, parameter count, HF config)."""
+    model, hf = _model(name, tiny, dtype, "xla", remat, abstract=True)
+    graphdef, state = nnx.split(model, nnx.Param)
+    params = state.to_pure_dict()
+    data = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), _train_batch(hf, batch, seq))
+    loss_fn = make_loss_fn(graphdef, LossConfig())
+    saved = saved_residuals(lambda p, d: loss_fn(p, d, None)[0], params, data)
+    activations = sum(a.size * a.dtype.itemsize for a, why in saved if "argument" not in why)
+    param_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(params))
+    return activations, param_bytes, _param_counts(params)[0], hf
+
+
+def bench_memory(
+    name: str, *, batch: int = 32, seq: int = 512, dtype: str = "bfloat16", remat: str = "none", tiny: bool = False, **_: Any
+) -> dict:
+    """Training memory per device from shapes alone (nothing is allocated, so any size can be sized
+    anywhere), with the XLA attention kernel (cuDNN keeps no [B, N, S, S] scores):
+
+    - ``state_GB``: fp32 parameters, gradients and two AdamW moments;
+    - ``saved_GB``: what the forward pass keeps for the backward pass under the remat policy;
+    - ``recompute_GB``: one layer's activations, rebuilt at a time in the backward pass under remat;
+    - ``estimate_GB``: their sum. The measured figure is ``peak_GB`` of ``bench_train`` on a GPU.
+    """
+    saved, param_bytes, count, hf = _saved_bytes(name, tiny, dtype, remat, batch, seq)
+    recompute = 0
+    if remat != "none":
+        unremat = _saved_bytes(name, tiny, dtype, "none", batch, seq)[0]
+        recompute = unremat // hf["num_hidden_layers"]
+    state = 4 * param_bytes
+    return dict(
+        model=name,
+        framework="omnidistill-jax",
+        dtype=dtype,
+        remat=remat,
+        params_M=round(count / 1e6, 1),
+        train_B=batch,
+        train_S=seq,
+        state_GB=round(state / 1e9, 3),
+        saved_GB=round(saved / 1e9, 3),
+        recompute_GB=round(recompute / 1e9, 3),
+        estimate_GB=round((state + saved + recompute) / 1e9, 3),
+    )
+
+
 def bench_score(
-    name: str, *, batch: int = 128, seq: int = 256, steps: int = 20, dtype: str = "bfloat16", attention: str = "xla", tiny: bool = False
+    name: str, *, batch: int = 128, seq: int = 256, steps: int = 20, dtype: str = "bfloat16", attention: str = "auto", tiny: bool = False
 ) -> dict:
     model, hf = _model(name, tiny, dtype, attention)
     graphdef, state = nnx.split(model, nnx.Param)
@@ -160,37 +230,42 @@ def bench_score(
         model=name,
         framework="omnidistill-jax",
         dtype=dtype,
-        attention=attention,
+        attention=_kernel(attention, dtype),
         infer_B=batch,
         infer_S=seq,
         infer_ex_s=round(batch / dt),
         s_per_1000=round(1000 * dt / batch, 3),
-        peak_GB=_peak_gb(),
+        peak_GB=device_peak_gb(),
         device=jax.devices()[0].device_kind,
     )
 
 
 def run_cli(kind: str, argv: list[str] | None = None) -> None:
-    """Shared argument parsing of the two bench tools; prints one JSON line per case."""
+    """Shared argument parsing of the bench tools (``train``, ``score``, ``memory``); one JSON line per case."""
     import argparse
 
-    default_attention = "cudnn" if jax.devices()[0].platform == "gpu" else "xla"
-    p = argparse.ArgumentParser(description=f"omnidistill {kind} throughput, one JSON line per case (peer format)")
+    what = {"train": "training throughput", "score": "inference throughput", "memory": "training-step peak memory"}[kind]
+    p = argparse.ArgumentParser(description=f"omnidistill {what}, one JSON line per case (the peer's format)")
     p.add_argument("--only", default="", help="comma-separated substrings of case names, e.g. mbert,ettin")
-    p.add_argument("--batch", type=int, default=32 if kind == "train" else 128)
-    p.add_argument("--seq", type=int, default=512 if kind == "train" else 256)
+    p.add_argument("--batch", type=int, default=128 if kind == "score" else 32)
+    p.add_argument("--seq", type=int, default=256 if kind == "score" else 512)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
-    p.add_argument("--attention", default=default_attention, choices=["xla", "cudnn"])
+    p.add_argument("--attention", default="auto", choices=["auto", "xla", "cudnn"], help="auto: cudnn on GPU in bf16, else xla")
+    if kind != "score":
+        p.add_argument("--remat", default="none", help="comma-separated model.remat policies, one case each: none,full,dots")
     p.add_argument("--tiny", action="store_true", help="tiny shapes (a smoke test that runs anywhere)")
     args = p.parse_args(argv)
     print(json.dumps(dict(jax=jax.__version__, device=jax.devices()[0].device_kind, devices=jax.device_count())), flush=True)
-    fn = bench_train if kind == "train" else bench_score
+    fn = {"train": bench_train, "score": bench_score, "memory": bench_memory}[kind]
+    common = dict(batch=args.batch, seq=args.seq, steps=args.steps, dtype=args.dtype, attention=args.attention, tiny=args.tiny)
+    policies = args.remat.split(",") if kind != "score" else [None]
     for name in CASES:
         if args.only and not any(s in name for s in args.only.split(",")):
             continue
-        try:
-            result = fn(name, batch=args.batch, seq=args.seq, steps=args.steps, dtype=args.dtype, attention=args.attention, tiny=args.tiny)
-        except Exception as err:  # report and go on, as the peer does
-            result = dict(model=name, error=repr(err)[:300])
-        print(json.dumps(result), flush=True)
+        for remat in policies:
+            try:
+                result = fn(name, **common, **({} if remat is None else {"remat": remat}))
+            except Exception as err:  # report and go on, as the peer does
+                result = dict(model=name, error=repr(err)[:300])
+            print(json.dumps(result), flush=True)

@@ -42,8 +42,10 @@ class ModelConfig:
     """Dropout in the ``shared_mlp`` head."""
     dropout: float | None = None
     """Overrides the backbone's hidden/attention dropout when set."""
-    attention: Literal["xla", "cudnn"] = "xla"
-    """Attention kernel passed to ``jax.nn.dot_product_attention``."""
+    attention: Literal["auto", "xla", "cudnn"] = "auto"
+    """Attention kernel of ``jax.nn.dot_product_attention``: ``cudnn`` (fused, NVIDIA GPUs, bf16/fp16),
+    ``xla`` (any device), or ``auto`` (cudnn where it applies, else xla). ``cudnn`` off a GPU or in
+    float32 falls back to xla with a warning, so GPU-trained runs still score and export on CPU."""
     remat: Literal["none", "full", "dots"] = "none"
     """Rematerialise each encoder layer in the backward pass: ``full`` saves nothing, ``dots`` keeps
     matmul outputs; trades compute for activation memory (large models at long sequences)."""

@@ -36,3 +36,24 @@ def test_bench_score_filter(repo_root):
     assert [r["model"] for r in cases] == ["mbert", "modernbert-base(ettin-150m-like)", "ettin-32m-like"] and all(
         r["infer_ex_s"] > 0 for r in cases
     )
+
+
+def test_bench_memory_estimates_grow_with_batch_and_shrink_with_remat(repo_root):
+    rows = run(repo_root, "bench_memory.py", "--only", "ettin-32m", "--batch", "32", "--seq", "128", "--remat", "none,full")
+    rows += run(repo_root, "bench_memory.py", "--only", "ettin-32m", "--batch", "64", "--seq", "128", "--remat", "none")
+    peak = {(r["train_B"], r["remat"]): r["estimate_GB"] for r in rows if "model" in r}
+    assert peak[(32, "full")] < peak[(32, "none")] < peak[(64, "none")]
+
+
+def test_bench_padding_reports_each_layout(repo_root):
+    done = subprocess.run(
+        [sys.executable, str(repo_root / "tools" / "bench_padding.py"), str(repo_root / "configs" / "tiny.yaml"), "--batches", "5"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=repo_root,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {r["layout"]: r for r in map(json.loads, done.stdout.splitlines())}
+    assert set(rows) == {"bucketed", "bucketed-every-16", "packed"}
+    assert rows["packed"]["padding_fraction"] < rows["bucketed"]["padding_fraction"]

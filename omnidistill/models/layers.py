@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import logging
+
 import jax
 import jax.numpy as jnp
 
@@ -77,6 +80,32 @@ def token_positions(input_ids: jax.Array, segment_ids: jax.Array | None) -> jax.
     return segment_positions(segment_ids)
 
 
+_CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)
+
+
+def resolve_attention(implementation: str, dtype) -> str | None:
+    """The ``implementation`` argument for ``dot_product_attention`` (None = XLA) from ``model.attention``."""
+    if implementation not in ("auto", "xla", "cudnn"):
+        raise ValueError(f"model.attention={implementation!r} is not one of auto, xla, cudnn")
+    if implementation == "xla":
+        return None
+    usable = jax.default_backend() == "gpu" and dtype in _CUDNN_DTYPES
+    if implementation == "cudnn" and not usable:
+        _warn_once(f"model.attention=cudnn needs an NVIDIA GPU and bf16/fp16 compute (backend {jax.default_backend()}, {dtype}); using xla")
+    return "cudnn" if usable else None
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    logging.getLogger(__name__).warning(message)
+
+
+def band_mask(mask: jax.Array, seq: int, window: int) -> jax.Array:
+    """``mask`` restricted to |query - key| <= ``window`` (a sliding window as an explicit mask)."""
+    pos = jnp.arange(seq)
+    return mask & (jnp.abs(pos[:, None] - pos[None, :]) <= window)[None, None]
+
+
 def attention(
     q: jax.Array,
     k: jax.Array,
@@ -90,18 +119,15 @@ def attention(
 ) -> jax.Array:
     """Scaled dot-product attention over [B, S, N, D] tensors with a boolean key mask.
 
-    ``implementation`` is ``"xla"`` (any device) or ``"cudnn"`` (fused kernel on NVIDIA GPUs,
-    bf16/fp16 only). ``window`` restricts query i to keys j with |i - j| <= window (local attention).
-    Attention-probability dropout is not applied: fused kernels have none.
+    ``implementation`` is ``model.attention`` (see :func:`resolve_attention`). ``window`` restricts
+    query i to keys j with |i - j| <= window (local attention); cuDNN, which has no two-sided window,
+    gets it as part of the mask. Attention-probability dropout is not applied: fused kernels have none.
     """
-    impl = None if implementation == "xla" else implementation
+    impl = resolve_attention(implementation, q.dtype)
     local = (window, window) if window is not None else None
     if impl == "cudnn" and window is not None:
         # cuDNN has no two-sided sliding window: fold the band into the mask (it becomes a bias).
-        s = q.shape[1]
-        pos = jnp.arange(s)
-        band = jnp.abs(pos[:, None] - pos[None, :]) <= window
-        mask, local = mask & band[None, None], None
+        mask, local = band_mask(mask, q.shape[1], window), None
     return jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale, local_window_size=local, implementation=impl)
 
 

@@ -25,6 +25,7 @@ from omnidistill.eval.report import build_report, report_markdown
 from omnidistill.models.loader import load_model
 from omnidistill.models.registry import get_family
 from omnidistill.train.checkpoint import RunCheckpoints
+from omnidistill.train.memory import device_peak_gb
 from omnidistill.train.mesh import batch_sharding, build_mesh, global_batch_array, param_shardings, replicated
 from omnidistill.train.optimizer import build_optimizer
 from omnidistill.train.preemption import PreemptionGuard
@@ -212,7 +213,8 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
                 "padding_fraction": 1.0 - window["tokens"] / max(window["padded"], 1),
                 "input_wait_ms": 1e3 * window["wait"] / max(window["steps"], 1),
             }
-            _log_line(log_path, {**record, **pipeline, "skipped_updates": skipped_updates, **lrs})
+            memory = {"device_peak_gb": peak} if (peak := device_peak_gb()) is not None else {}
+            _log_line(log_path, {**record, **pipeline, **memory, "skipped_updates": skipped_updates, **lrs})
             window.update(tokens=0, padded=0, examples=0, wait=0.0, steps=0, start=time.perf_counter())
         window["pending"] = []
 

@@ -1,0 +1,60 @@
+"""Attention kernels: the masks the cuDNN path receives equal XLA's windowed attention, and the
+choice from ``model.attention`` falls back to XLA where cuDNN cannot run."""
+
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from omnidistill.config import ModelConfig
+from omnidistill.models.layers import _warn_once, attention, band_mask, padding_mask, resolve_attention, segment_mask
+from omnidistill.models.regressor import build_regressor
+
+
+def qkv(seed=0, b=2, s=12, n=2, d=8):
+    k1, k2, k3 = jax.random.split(jax.random.PRNGKey(seed), 3)
+    return (jax.random.normal(k, (b, s, n, d)) for k in (k1, k2, k3))
+
+
+def test_window_folded_into_the_mask_equals_the_windowed_kernel():
+    q, k, v = qkv()
+    lengths = jnp.array([12, 7])
+    mask = padding_mask((jnp.arange(12)[None] < lengths[:, None]).astype(jnp.int32))
+    windowed = jax.nn.dot_product_attention(q, k, v, mask=mask, local_window_size=(2, 2))
+    folded = jax.nn.dot_product_attention(q, k, v, mask=band_mask(mask, 12, 2))
+    np.testing.assert_allclose(np.asarray(folded), np.asarray(windowed), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(attention(q, k, v, mask, "xla", window=2)), np.asarray(windowed), atol=1e-6)
+
+
+def test_segment_mask_is_block_diagonal_and_pads_see_only_pads():
+    seg = jnp.array([[1, 1, 2, 2, 2, 0]])
+    m = np.asarray(segment_mask(seg))[0, 0]
+    assert m[0, :2].all() and not m[0, 2:].any()
+    assert m[3, 2:5].all() and not m[3, [0, 1, 5]].any()
+    assert m[5, 5] and not m[5, :5].any()
+
+
+def test_attention_choice_on_this_backend(caplog):
+    assert jax.default_backend() == "cpu"
+    _warn_once.cache_clear()
+    assert resolve_attention("xla", jnp.bfloat16) is None
+    assert resolve_attention("auto", jnp.bfloat16) is None
+    with caplog.at_level(logging.WARNING):
+        assert resolve_attention("cudnn", jnp.bfloat16) is None
+    assert "model.attention=cudnn needs an NVIDIA GPU" in caplog.text
+    with pytest.raises(ValueError, match=r"model\.attention='flash'"):
+        resolve_attention("flash", jnp.float32)
+
+
+def test_a_cudnn_configured_model_scores_on_cpu_like_xla():
+    arch = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, model_type="modernbert")
+    ids = jnp.array([[2, 5, 6, 7, 8, 3], [2, 9, 3, 0, 0, 0]])
+    mask = (ids > 0).astype(jnp.int32)
+    out = {
+        impl: np.asarray(build_regressor(ModelConfig(family="modernbert", attention=impl), arch, seed=1)(ids, mask))
+        for impl in ("xla", "cudnn", "auto")
+    }
+    np.testing.assert_array_equal(out["cudnn"], out["xla"])
+    np.testing.assert_array_equal(out["auto"], out["xla"])
