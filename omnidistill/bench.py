@@ -182,14 +182,15 @@ def bench_memory(
 
     - ``state_GB``: fp32 parameters, gradients and two AdamW moments;
     - ``saved_GB``: what the forward pass keeps for the backward pass under the remat policy;
-    - ``recompute_GB``: one layer's activations, rebuilt at a time in the backward pass under remat;
+    - ``recompute_GB``: what one layer rebuilds at a time in the backward pass under remat (the part
+      of its activations that remat stopped keeping);
     - ``estimate_GB``: their sum. The measured figure is ``peak_GB`` of ``bench_train`` on a GPU.
     """
     saved, param_bytes, count, hf = _saved_bytes(name, tiny, dtype, remat, batch, seq)
     recompute = 0
-    if remat != "none":
+    if remat != "none":  # what one layer rebuilds at a time: the part remat stopped keeping
         unremat = _saved_bytes(name, tiny, dtype, "none", batch, seq)[0]
-        recompute = unremat // hf["num_hidden_layers"]
+        recompute = max(unremat - saved, 0) // hf["num_hidden_layers"]
     state = 4 * param_bytes
     return dict(
         model=name,

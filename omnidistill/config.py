@@ -46,9 +46,10 @@ class ModelConfig:
     """Attention kernel of ``jax.nn.dot_product_attention``: ``cudnn`` (fused, NVIDIA GPUs, bf16/fp16),
     ``xla`` (any device), or ``auto`` (cudnn where it applies, else xla). ``cudnn`` off a GPU or in
     float32 falls back to xla with a warning, so GPU-trained runs still score and export on CPU."""
-    remat: Literal["none", "full", "dots"] = "none"
-    """Rematerialise each encoder layer in the backward pass: ``full`` saves nothing, ``dots`` keeps
-    matmul outputs; trades compute for activation memory (large models at long sequences)."""
+    remat: Literal["none", "attention", "dots", "full"] = "none"
+    """Trade compute for activation memory in the backward pass: ``attention`` recomputes only the
+    attention scores (XLA kernel; cuDNN keeps none anyway), ``dots`` rematerialises each encoder layer
+    but keeps its matmul outputs, ``full`` rematerialises each layer from its input."""
 
 
 @dataclasses.dataclass

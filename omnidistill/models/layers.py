@@ -2,14 +2,40 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 
 import jax
 import jax.numpy as jnp
 
+
+@jax.custom_vjp
+def gelu_exact(x: jax.Array) -> jax.Array:
+    """Exact (erf) GELU whose backward pass keeps only its input.
+
+    Differentiating ``jax.nn.gelu(approximate=False)`` keeps four [B, S, intermediate] tensors per
+    layer for the backward pass; this keeps one and recomputes the derivative
+    ``Phi(x) + x phi(x)``, in float32 whatever the input dtype. Values are ``jax.nn.gelu``'s.
+    """
+    return jax.nn.gelu(x, approximate=False)
+
+
+def _gelu_exact_fwd(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    return jax.nn.gelu(x, approximate=False), x
+
+
+def _gelu_exact_bwd(x: jax.Array, g: jax.Array) -> tuple[jax.Array]:
+    xf = x.astype(jnp.float32)
+    cdf = 0.5 * (1.0 + jax.lax.erf(xf / jnp.sqrt(2.0).astype(jnp.float32)))
+    pdf = jnp.exp(-0.5 * xf * xf) / jnp.sqrt(2.0 * jnp.pi).astype(jnp.float32)
+    return ((g.astype(jnp.float32) * (cdf + xf * pdf)).astype(x.dtype),)
+
+
+gelu_exact.defvjp(_gelu_exact_fwd, _gelu_exact_bwd)
+
 ACTIVATIONS = {
-    "gelu": lambda x: jax.nn.gelu(x, approximate=False),
+    "gelu": gelu_exact,
     "gelu_new": lambda x: jax.nn.gelu(x, approximate=True),
     "gelu_pytorch_tanh": lambda x: jax.nn.gelu(x, approximate=True),
     "gelu_fast": lambda x: jax.nn.gelu(x, approximate=True),
@@ -106,12 +132,26 @@ def band_mask(mask: jax.Array, seq: int, window: int) -> jax.Array:
     return mask & (jnp.abs(pos[:, None] - pos[None, :]) <= window)[None, None]
 
 
+@dataclasses.dataclass(frozen=True)
+class AttentionKernel:
+    """How an encoder's attention runs: ``model.attention``, and whether the backward pass recomputes
+    the [B, N, S, S] scores instead of keeping them (``model.remat: attention``)."""
+
+    implementation: str = "auto"
+    recompute_scores: bool = False
+
+
+def attention_kernel(implementation: str, remat: str) -> AttentionKernel:
+    """The kernel of an encoder built with ``model.attention`` and ``model.remat``."""
+    return AttentionKernel(implementation, recompute_scores=remat == "attention")
+
+
 def attention(
     q: jax.Array,
     k: jax.Array,
     v: jax.Array,
     mask: jax.Array,
-    implementation: str = "xla",
+    implementation: str | AttentionKernel = "xla",
     *,
     bias: jax.Array | None = None,
     scale: float | None = None,
@@ -123,24 +163,29 @@ def attention(
     query i to keys j with |i - j| <= window (local attention); cuDNN, which has no two-sided window,
     gets it as part of the mask. Attention-probability dropout is not applied: fused kernels have none.
     """
-    impl = resolve_attention(implementation, q.dtype)
+    kernel = implementation if isinstance(implementation, AttentionKernel) else AttentionKernel(implementation)
+    impl = resolve_attention(kernel.implementation, q.dtype)
     local = (window, window) if window is not None else None
     if impl == "cudnn" and window is not None:
         # cuDNN has no two-sided sliding window: fold the band into the mask (it becomes a bias).
         mask, local = band_mask(mask, q.shape[1], window), None
-    return jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale, local_window_size=local, implementation=impl)
+    core = functools.partial(jax.nn.dot_product_attention, scale=scale, local_window_size=local, implementation=impl)
+    if kernel.recompute_scores and impl != "cudnn":  # cuDNN's fused kernel keeps no scores anyway
+        core = jax.checkpoint(core)
+    return core(q, k, v, bias, mask)
 
 
 REMAT_POLICIES = {
     "none": None,
+    "attention": None,  # layers are not rematerialised; attention recomputes its scores (AttentionKernel)
     "full": lambda *_, **__: False,  # save nothing: recompute every layer in the backward pass
     "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,  # keep matmul outputs, recompute the rest
 }
 
 
 def call_layer(layer, remat: str, *args):
-    """``layer(*args)``, rematerialised in the backward pass unless ``remat == "none"``."""
-    if remat == "none":
+    """``layer(*args)``, rematerialised in the backward pass unless ``remat`` is ``none`` or ``attention``."""
+    if REMAT_POLICIES.get(remat, False) is None:
         return layer(*args)
     from flax import nnx
 

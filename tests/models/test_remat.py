@@ -11,10 +11,11 @@ from omnidistill.models.regressor import build_regressor
 
 ARCH = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, max_position_embeddings=32)
 MODEL_TYPES = {"bert": "bert", "modernbert": "modernbert", "deberta_v2": "deberta-v2"}
+EXTRA = {"deberta_v2": dict(relative_attention=True, position_buckets=8, pos_att_type=["p2c", "c2p"])}
 
 
 def grad_and_jaxpr(family, remat):
-    model = build_regressor(ModelConfig(family=family, remat=remat), {**ARCH, "model_type": MODEL_TYPES[family]})
+    model = build_regressor(ModelConfig(family=family, remat=remat), {**ARCH, **EXTRA.get(family, {}), "model_type": MODEL_TYPES[family]})
     graphdef, state = nnx.split(model, nnx.Param)
     params = state.to_pure_dict()
     ids = jnp.array([[2, 5, 6, 3, 0], [2, 7, 3, 0, 0]])
@@ -29,7 +30,7 @@ def grad_and_jaxpr(family, remat):
 def test_remat_keeps_gradients_and_recomputes(family):
     ref, plain = grad_and_jaxpr(family, "none")
     assert "remat" not in plain and "checkpoint" not in plain
-    for policy in ("full", "dots"):
+    for policy in ("attention", "dots", "full"):
         grads, jaxpr = grad_and_jaxpr(family, policy)
         assert "remat" in jaxpr or "checkpoint" in jaxpr
         for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(grads), strict=True):

@@ -11,7 +11,17 @@ import jax.numpy as jnp
 from flax import nnx
 
 from omnidistill.models.bert.config import BertConfig
-from omnidistill.models.layers import activation, attention, call_layer, dropout, encoder_mask, sub_rng, token_positions
+from omnidistill.models.layers import (
+    AttentionKernel,
+    activation,
+    attention,
+    attention_kernel,
+    call_layer,
+    dropout,
+    encoder_mask,
+    sub_rng,
+    token_positions,
+)
 
 _INIT = nnx.initializers.normal(0.02)
 
@@ -47,7 +57,7 @@ class BertEmbeddings(nnx.Module):
 
 
 class BertSelfAttention(nnx.Module):
-    def __init__(self, cfg: BertConfig, dtype, attention_impl: str, rngs: nnx.Rngs):
+    def __init__(self, cfg: BertConfig, dtype, attention_impl: AttentionKernel, rngs: nnx.Rngs):
         h = cfg.hidden_size
         self.cfg = cfg
         self.query = _dense(h, h, dtype, rngs)
@@ -69,7 +79,7 @@ class BertSelfAttention(nnx.Module):
 
 
 class BertLayer(nnx.Module):
-    def __init__(self, cfg: BertConfig, dtype, attention_impl: str, rngs: nnx.Rngs):
+    def __init__(self, cfg: BertConfig, dtype, attention_impl: AttentionKernel, rngs: nnx.Rngs):
         self.cfg = cfg
         self.attention = BertSelfAttention(cfg, dtype, attention_impl, rngs)
         self.intermediate = _dense(cfg.hidden_size, cfg.intermediate_size, dtype, rngs)
@@ -90,8 +100,9 @@ class BertEncoder(nnx.Module):
     def __init__(self, cfg: BertConfig, *, dtype=jnp.float32, attention_impl: str = "xla", remat: str = "none", rngs: nnx.Rngs):
         self.cfg = cfg
         self.remat = remat
+        kernel = attention_kernel(attention_impl, remat)
         self.embeddings = BertEmbeddings(cfg, dtype, rngs)
-        self.layers = nnx.List([BertLayer(cfg, dtype, attention_impl, rngs) for _ in range(cfg.num_hidden_layers)])
+        self.layers = nnx.List([BertLayer(cfg, dtype, kernel, rngs) for _ in range(cfg.num_hidden_layers)])
 
     def __call__(
         self,

@@ -9,6 +9,7 @@ DeBERTa scale ``1/sqrt(head_dim * (1 + #position terms))``. Matches Hugging Face
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
@@ -17,7 +18,17 @@ import numpy as np
 from flax import nnx
 
 from omnidistill.models.deberta_v2.config import DebertaV2Config
-from omnidistill.models.layers import activation, attention, call_layer, dropout, encoder_mask, sub_rng, token_positions
+from omnidistill.models.layers import (
+    AttentionKernel,
+    activation,
+    attention,
+    attention_kernel,
+    call_layer,
+    dropout,
+    encoder_mask,
+    sub_rng,
+    token_positions,
+)
 
 _INIT = nnx.initializers.normal(0.02)
 
@@ -74,7 +85,7 @@ class DebertaEmbeddings(nnx.Module):
 
 
 class DisentangledAttention(nnx.Module):
-    def __init__(self, cfg: DebertaV2Config, dtype, attention_impl: str, rngs: nnx.Rngs):
+    def __init__(self, cfg: DebertaV2Config, dtype, attention_impl: AttentionKernel, rngs: nnx.Rngs):
         h = cfg.hidden_size
         self.cfg = cfg
         self.query_proj = _dense(h, h, dtype, rngs)
@@ -91,16 +102,24 @@ class DisentangledAttention(nnx.Module):
     def _heads(self, x: jax.Array) -> jax.Array:
         return x.reshape(*x.shape[:-1], self.cfg.num_attention_heads, self.cfg.head_dim)
 
-    def position_bias(self, q, k, rel_emb, index) -> jax.Array:
+    def position_keys(self, rel_emb) -> tuple[jax.Array | None, jax.Array | None]:
+        """Relative-position keys (for c2p) and queries (for p2c), [2 span, N, D] each, or None."""
+        pk = pq = None
+        if "c2p" in self.cfg.pos_att_type:
+            pk = self._heads((self.key_proj if self.cfg.share_att_key else self.pos_key_proj)(rel_emb))
+        if "p2c" in self.cfg.pos_att_type:
+            pq = self._heads((self.query_proj if self.cfg.share_att_key else self.pos_query_proj)(rel_emb))
+        return pk, pq
+
+    @staticmethod
+    def position_bias(q, k, pk, pq, index) -> jax.Array:
         """c2p + p2c scores [B, N, S, S] (unscaled)."""
         bias = 0.0
         idx = jnp.asarray(index)[None, None]
-        if "c2p" in self.cfg.pos_att_type:
-            pk = self._heads((self.key_proj if self.cfg.share_att_key else self.pos_key_proj)(rel_emb))  # [2span, N, D]
+        if pk is not None:
             c2p = jnp.einsum("bqnd,rnd->bnqr", q, pk)
             bias = bias + jnp.take_along_axis(c2p, jnp.broadcast_to(idx, (*c2p.shape[:2], *index.shape)), axis=-1)
-        if "p2c" in self.cfg.pos_att_type:
-            pq = self._heads((self.query_proj if self.cfg.share_att_key else self.pos_query_proj)(rel_emb))
+        if pq is not None:
             p2c = jnp.einsum("bknd,rnd->bnkr", k, pq)
             gathered = jnp.take_along_axis(p2c, jnp.broadcast_to(jnp.swapaxes(idx, -1, -2), (*p2c.shape[:2], *index.shape)), axis=-1)
             bias = bias + jnp.swapaxes(gathered, -1, -2)
@@ -110,16 +129,25 @@ class DisentangledAttention(nnx.Module):
         b, s, _ = x.shape
         q, k, v = self._heads(self.query_proj(x)), self._heads(self.key_proj(x)), self._heads(self.value_proj(x))
         scale = 1.0 / math.sqrt(self.cfg.head_dim * self.scale_factor)
-        bias = None
-        if self.cfg.relative_attention and self.cfg.pos_att_type:
-            bias = (self.position_bias(q, k, rel_emb, index) * scale).astype(q.dtype)
-        ctx = attention(q, k, v, mask, self.attention_impl, bias=bias, scale=scale).reshape(b, s, -1)
+        kernel = self.attention_impl
+        if not (self.cfg.relative_attention and self.cfg.pos_att_type):
+            ctx = attention(q, k, v, mask, kernel, scale=scale)
+        else:
+
+            def biased_attention(q, k, v, pk, pq):
+                bias = (self.position_bias(q, k, pk, pq, index) * scale).astype(q.dtype)
+                return attention(q, k, v, mask, dataclasses.replace(kernel, recompute_scores=False), bias=bias, scale=scale)
+
+            if kernel.recompute_scores:  # the [B, N, S, S] position scores are recomputed too
+                biased_attention = jax.checkpoint(biased_attention)
+            ctx = biased_attention(q, k, v, *self.position_keys(rel_emb))
+        ctx = ctx.reshape(b, s, -1)
         out = dropout(self.output(ctx), self.cfg.hidden_dropout_prob, rng)
         return self.output_norm(out.astype(jnp.float32) + x.astype(jnp.float32)).astype(x.dtype)
 
 
 class DebertaLayer(nnx.Module):
-    def __init__(self, cfg: DebertaV2Config, dtype, attention_impl: str, rngs: nnx.Rngs):
+    def __init__(self, cfg: DebertaV2Config, dtype, attention_impl: AttentionKernel, rngs: nnx.Rngs):
         self.cfg = cfg
         self.attention = DisentangledAttention(cfg, dtype, attention_impl, rngs)
         self.intermediate = _dense(cfg.hidden_size, cfg.intermediate_size, dtype, rngs)
@@ -139,8 +167,9 @@ class DebertaV2Encoder(nnx.Module):
     def __init__(self, cfg: DebertaV2Config, *, dtype=jnp.float32, attention_impl: str = "xla", remat: str = "none", rngs: nnx.Rngs):
         self.cfg = cfg
         self.remat = remat
+        kernel = attention_kernel(attention_impl, remat)
         self.embeddings = DebertaEmbeddings(cfg, dtype, rngs)
-        self.layers = nnx.List([DebertaLayer(cfg, dtype, attention_impl, rngs) for _ in range(cfg.num_hidden_layers)])
+        self.layers = nnx.List([DebertaLayer(cfg, dtype, kernel, rngs) for _ in range(cfg.num_hidden_layers)])
         rel = cfg.relative_attention
         self.rel_embeddings = (
             nnx.Embed(2 * cfg.relative_span, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=_INIT, rngs=rngs) if rel else None

@@ -11,7 +11,17 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from omnidistill.models.layers import activation, attention, call_layer, dropout, encoder_mask, sub_rng, token_positions
+from omnidistill.models.layers import (
+    AttentionKernel,
+    activation,
+    attention,
+    attention_kernel,
+    call_layer,
+    dropout,
+    encoder_mask,
+    sub_rng,
+    token_positions,
+)
 from omnidistill.models.modernbert.config import LOCAL, ModernBertConfig
 
 _INIT = nnx.initializers.normal(0.02)
@@ -44,7 +54,7 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
 
 
 class ModernBertAttention(nnx.Module):
-    def __init__(self, cfg: ModernBertConfig, layer: int, dtype, attention_impl: str, rngs: nnx.Rngs):
+    def __init__(self, cfg: ModernBertConfig, layer: int, dtype, attention_impl: AttentionKernel, rngs: nnx.Rngs):
         self.cfg = cfg
         self.local = cfg.layer_types[layer] == LOCAL
         self.theta = cfg.local_rope_theta if self.local else cfg.global_rope_theta
@@ -76,7 +86,7 @@ class ModernBertMLP(nnx.Module):
 
 
 class ModernBertLayer(nnx.Module):
-    def __init__(self, cfg: ModernBertConfig, layer: int, dtype, attention_impl: str, rngs: nnx.Rngs):
+    def __init__(self, cfg: ModernBertConfig, layer: int, dtype, attention_impl: AttentionKernel, rngs: nnx.Rngs):
         self.attn_norm = _norm(cfg, rngs) if layer > 0 else None  # the first block has no attention norm
         self.attn = ModernBertAttention(cfg, layer, dtype, attention_impl, rngs)
         self.mlp_norm = _norm(cfg, rngs)
@@ -96,9 +106,10 @@ class ModernBertEncoder(nnx.Module):
     def __init__(self, cfg: ModernBertConfig, *, dtype=jnp.float32, attention_impl: str = "xla", remat: str = "none", rngs: nnx.Rngs):
         self.cfg = cfg
         self.remat = remat
+        kernel = attention_kernel(attention_impl, remat)
         self.tok_embeddings = nnx.Embed(cfg.vocab_size, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=_INIT, rngs=rngs)
         self.embedding_norm = _norm(cfg, rngs)
-        self.layers = nnx.List([ModernBertLayer(cfg, i, dtype, attention_impl, rngs) for i in range(cfg.num_hidden_layers)])
+        self.layers = nnx.List([ModernBertLayer(cfg, i, dtype, kernel, rngs) for i in range(cfg.num_hidden_layers)])
         self.final_norm = _norm(cfg, rngs)
         self.dtype = dtype
 
