@@ -57,3 +57,31 @@ def test_bench_padding_reports_each_layout(repo_root):
     rows = {r["layout"]: r for r in map(json.loads, done.stdout.splitlines())}
     assert set(rows) == {"bucketed", "bucketed-every-16", "packed"}
     assert rows["packed"]["padding_fraction"] < rows["bucketed"]["padding_fraction"]
+
+
+def test_bench_compare_pairs_peer_and_ours_and_marks_targets(repo_root, tmp_path):
+    """Synthetic inputs: the table pairs rows by model and marks each ratio against its target."""
+    peer = tmp_path / "peer.jsonl"
+    peer.write_text(
+        '{"gpu": "H100"}\n'
+        '{"model": "mbert", "compile": false, "train_tok_s": 100000, "infer_ex_s": 1000, "peak_GB": 20.0}\n'
+        '{"model": "mbert", "compile": true, "train_tok_s": 200000, "infer_ex_s": 3000, "peak_GB": 18.0}\n'
+        '{"model": "ettin-32m-like", "error": "RuntimeError()"}\n'
+    )
+    ours = tmp_path / "ours.jsonl"
+    ours.write_text(
+        '{"model": "mbert", "framework": "omnidistill-jax", "train_tok_s": 160000, "mfu_vs_989": 0.3, "peak_GB": 12.0}\n'
+        '{"model": "mbert", "framework": "omnidistill-jax", "infer_ex_s": 2500}\n'
+    )
+    done = subprocess.run(
+        [sys.executable, str(repo_root / "tools" / "bench_compare.py"), str(peer), str(ours)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    train_row, infer_row = [line for line in done.stdout.splitlines() if line.startswith("| mbert")]
+    assert "160,000" in train_row and "1.60× ✓" in train_row and "0.80× ✗" in train_row and "20.0 / 12.0" in train_row
+    assert "2.50× ✓" in infer_row and "0.83× ✗" in infer_row
+    assert "ettin" not in done.stdout
+
+
+def test_bench_device_script_parses(repo_root):
+    assert subprocess.run(["bash", "-n", str(repo_root / "tools" / "bench_device.sh")]).returncode == 0
