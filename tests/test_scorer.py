@@ -84,3 +84,18 @@ def test_score_cli_malformed_input_names_the_line(run_and_export, tmp_path, caps
     bad.write_text('{"candidate": "fine"}\n{"candidate": ""}\n')
     assert main(["score", "--model", str(run_and_export[0]), "--input", str(bad), "--output", str(tmp_path / "o.jsonl")]) == 2
     assert "bad.jsonl:2: missing or empty 'candidate'" in capsys.readouterr().err
+
+
+def test_one_compiled_function_per_length_bucket(run_and_export, repo_root):
+    """Many batches of varied lengths compile once per bucket they use, never once per batch."""
+    from omnidistill.data.sources import read_records
+
+    records = read_records(repo_root / "data" / "sample" / "test.jsonl")[0]
+    scorer = Scorer.load(run_and_export[0], batch_size=8)
+    texts = [r.candidate for r in records]
+    scorer.score(candidates=texts, sources=[r.source for r in records])
+    batches = -(-len(texts) // 8)
+    compiled = scorer._predict._cache_size()
+    assert 1 <= compiled <= len(scorer.buckets) < batches
+    scorer.score(candidates=texts[::-1], sources=[r.source for r in records][::-1])
+    assert scorer._predict._cache_size() == compiled  # a second call reuses them
