@@ -136,6 +136,8 @@ def test_corrupted_latest_step_falls_back_to_previous(tmp_path, caplog):
     resumed.save(2, small_state(mesh, 4.0), it2)
     resumed.wait()
     assert resumed.latest_step() == 2
+    resumed.close()
+    ckpts.close()
 
 
 def test_restore_onto_a_different_mesh(tmp_path):
