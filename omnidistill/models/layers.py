@@ -132,6 +132,17 @@ def band_mask(mask: jax.Array, seq: int, window: int) -> jax.Array:
     return mask & (jnp.abs(pos[:, None] - pos[None, :]) <= window)[None, None]
 
 
+def cudnn_mask(mask: jax.Array, q_len: int, kv_len: int) -> jax.Array:
+    """A boolean mask in the shape cuDNN accepts: ``[B, 1, q_len, kv_len]``.
+
+    ``dot_product_attention(implementation="cudnn")`` turns the mask into a bias whose sequence
+    dimensions must equal the query and key lengths; a ``[B, 1, 1, S]`` key-padding mask is refused
+    ("Bias must have same seq length as QKV"), so it is broadcast over the queries. Exact for any
+    padding layout (no right-padding assumption, as ``key_value_seq_lengths`` would make).
+    """
+    return jnp.broadcast_to(mask, (mask.shape[0], 1, q_len, kv_len))
+
+
 @dataclasses.dataclass(frozen=True)
 class AttentionKernel:
     """How an encoder's attention runs: ``model.attention``, and whether the backward pass recomputes
@@ -166,9 +177,11 @@ def attention(
     kernel = implementation if isinstance(implementation, AttentionKernel) else AttentionKernel(implementation)
     impl = resolve_attention(kernel.implementation, q.dtype)
     local = (window, window) if window is not None else None
-    if impl == "cudnn" and window is not None:
-        # cuDNN has no two-sided sliding window: fold the band into the mask (it becomes a bias).
-        mask, local = band_mask(mask, q.shape[1], window), None
+    if impl == "cudnn":
+        if window is not None:
+            # cuDNN has no two-sided sliding window: fold the band into the mask (it becomes a bias).
+            mask, local = band_mask(mask, q.shape[1], window), None
+        mask = cudnn_mask(mask, q.shape[1], k.shape[1])
     core = functools.partial(jax.nn.dot_product_attention, scale=scale, local_window_size=local, implementation=impl)
     if kernel.recompute_scores and impl != "cudnn":  # cuDNN's fused kernel keeps no scores anyway
         core = jax.checkpoint(core)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from omnidistill.config import ModelConfig
-from omnidistill.models.layers import _warn_once, attention, band_mask, padding_mask, resolve_attention, segment_mask
+from omnidistill.models.layers import _warn_once, attention, band_mask, cudnn_mask, padding_mask, resolve_attention, segment_mask
 from omnidistill.models.regressor import build_regressor
 
 
@@ -26,6 +26,25 @@ def test_window_folded_into_the_mask_equals_the_windowed_kernel():
     folded = jax.nn.dot_product_attention(q, k, v, mask=band_mask(mask, 12, 2))
     np.testing.assert_allclose(np.asarray(folded), np.asarray(windowed), atol=1e-6)
     np.testing.assert_allclose(np.asarray(attention(q, k, v, mask, "xla", window=2)), np.asarray(windowed), atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["padding", "segments", "band"])
+def test_cudnn_gets_a_full_query_by_key_mask_with_the_same_attention(kind):
+    """cuDNN refuses a [B, 1, 1, S] key mask (its bias must span queries and keys); the broadcast
+    mask it gets instead must give exactly the attention of the original mask."""
+    q, k, v = qkv()
+    lengths = jnp.array([12, 7])
+    key_mask = (jnp.arange(12)[None] < lengths[:, None]).astype(jnp.int32)
+    mask = {
+        "padding": padding_mask(key_mask),
+        "segments": segment_mask(jnp.array([[1] * 5 + [2] * 7, [1] * 3 + [2] * 4 + [0] * 5])),
+        "band": band_mask(padding_mask(key_mask), 12, 2),
+    }[kind]
+    full = cudnn_mask(mask, 12, 12)
+    assert full.shape == (2, 1, 12, 12)
+    np.testing.assert_array_equal(
+        np.asarray(jax.nn.dot_product_attention(q, k, v, mask=full)), np.asarray(jax.nn.dot_product_attention(q, k, v, mask=mask))
+    )
 
 
 def test_segment_mask_is_block_diagonal_and_pads_see_only_pads():
