@@ -85,7 +85,8 @@ def tables(eager: dict, compiled: dict, train: dict, infer: dict) -> str:
         ours = o.get("infer_ex_s")
         out.append(
             f"| {n} | {_num(e.get('infer_ex_s'))} | {_num(c.get('infer_ex_s'))} | {_num(ours)} | "
-            f"{_ratio(ours, e.get('infer_ex_s'), INFER_TARGETS['eager'])} | {_ratio(ours, c.get('infer_ex_s'), INFER_TARGETS['compiled'])} |"
+            f"{_ratio(ours, e.get('infer_ex_s'), INFER_TARGETS['eager'])} | "
+            f"{_ratio(ours, c.get('infer_ex_s'), INFER_TARGETS['compiled'])} |"
         )
     return "\n".join(out) + "\n"
 
