@@ -70,7 +70,8 @@ def test_bench_compare_pairs_peer_and_ours_and_marks_targets(repo_root, tmp_path
     )
     ours = tmp_path / "ours.jsonl"
     ours.write_text(
-        '{"model": "mbert", "framework": "omnidistill-jax", "train_tok_s": 160000, "mfu_vs_989": 0.3, "peak_GB": 30.0, "compiled_peak_GB": 12.0}\n'
+        '{"model": "mbert", "framework": "omnidistill-jax", "train_tok_s": 160000, "mfu_vs_989": 0.3, '
+        '"peak_GB": 30.0, "compiled_peak_GB": 12.0}\n'
         '{"model": "mbert", "framework": "omnidistill-jax", "infer_ex_s": 2500}\n'
     )
     done = subprocess.run(
