@@ -45,6 +45,7 @@ def _eval(args: argparse.Namespace) -> int:
         null=args.null,
         plots=not args.no_plots,
         compare=compare,
+        lang_weights=args.lang_weights,
     )
     print(report_markdown(report, f"{args.split}: {report['meta']['items']} items, step {report['meta']['step']}"))
     if compare:
@@ -170,6 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="rwg null variance: uniform (2) or maximum disagreement (4)",
     )
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument(
+        "--lang-weights",
+        metavar="FILE",
+        help="L-MAE weights: JSON/YAML mapping language -> weight (default: eval.lang_weights, else items per language)",
+    )
     p.add_argument(
         "--compare",
         action="append",

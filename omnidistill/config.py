@@ -205,6 +205,9 @@ class LossConfig:
 @dataclasses.dataclass
 class EvalConfig:
     batch_size: int = 64
+    lang_weights: str | None = None
+    """L-MAE weights: a JSON/YAML file mapping language -> weight (e.g. OmniScore Table 14's test counts);
+    default: the evaluated items of each language."""
 
 
 @dataclasses.dataclass

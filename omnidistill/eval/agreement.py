@@ -5,6 +5,11 @@
   variance ``sigma2`` (2 = uniform null on a 5-point scale, 4 = maximum disagreement)
   r*_wg(j) = 1 - s2 / sigma2 (Lindell's form, used by OmniScore) and the James et al. (1984) form
   r_wg(j) = J (1 - s2/sigma2) / (J (1 - s2/sigma2) + s2/sigma2).
+  Both are truncated to [0, 1]: an observed variance at or above the null's means no agreement (0),
+  the convention of James et al. (1984) and of Lindell & Brandt; untruncated values (1.5 for two
+  raters at 1 and 5, negatives for random raters) are not agreement indices.
+- ``rwg_table``: single-dimension r_wg per group (task or source) x dimension, averaged over items,
+  with an ``overall`` column = mean over the four dimensions (OmniScore Table 2's layout, §2.1).
 - ``fleiss_kappa``: subjects x categories count matrix; categories are rounded scores 1..5.
 - ``cohen_kappa``: two raters, rounded scores, unweighted or quadratic-weighted.
 """
@@ -16,6 +21,8 @@ from itertools import combinations
 
 import numpy as np
 
+from omnidistill.dimensions import DIMENSIONS
+
 NULL_VARIANCE = {"uniform": 2.0, "max_disagreement": 4.0}
 LEVELS = np.arange(1, 6)
 
@@ -25,30 +32,74 @@ def round_scores(x: np.ndarray) -> np.ndarray:
     return np.clip(np.floor(np.asarray(x, np.float64) + 0.5), 1, 5).astype(int)
 
 
-def rwg_j(ratings: np.ndarray, null: str = "uniform", ddof: int = 1) -> dict[str, float]:
-    """``ratings`` [raters, J] for one item -> {'rwg_star': ..., 'rwg_j': ...}."""
-    sigma2 = NULL_VARIANCE[null]
+def _dimension_variances(ratings: np.ndarray, ddof: int) -> np.ndarray:
+    """Per-dimension variance over the raters who gave a score (NaN where fewer than ddof + 1 did)."""
     ratings = np.asarray(ratings, np.float64)
-    if ratings.shape[0] <= ddof:
+    counts = np.sum(np.isfinite(ratings), axis=0)
+    out = np.full(ratings.shape[1], np.nan)
+    for j in np.flatnonzero(counts > ddof):
+        out[j] = np.nanvar(ratings[:, j], ddof=ddof)
+    return out
+
+
+def rwg_j(ratings: np.ndarray, null: str = "uniform", ddof: int = 1) -> dict[str, float]:
+    """``ratings`` [raters, J] for one item -> {'rwg_star': ..., 'rwg_j': ...}, each in [0, 1] or NaN
+    (NaN when no dimension has more than ``ddof`` ratings)."""
+    sigma2 = NULL_VARIANCE[null]
+    variances = _dimension_variances(ratings, ddof)
+    if np.isnan(variances).all():
         return {"rwg_star": float("nan"), "rwg_j": float("nan")}
-    s2 = float(np.nanmean(np.nanvar(ratings, axis=0, ddof=ddof)))
-    j = ratings.shape[1]
-    ratio = s2 / sigma2
-    star = 1.0 - ratio
-    denom = j * (1.0 - ratio) + ratio
-    return {"rwg_star": star, "rwg_j": j * (1.0 - ratio) / denom if denom != 0 else float("nan")}
+    j = int(np.sum(~np.isnan(variances)))
+    ratio = float(np.nanmean(variances)) / sigma2
+    if ratio >= 1.0:
+        return {"rwg_star": 0.0, "rwg_j": 0.0}
+    return {"rwg_star": 1.0 - ratio, "rwg_j": j * (1.0 - ratio) / (j * (1.0 - ratio) + ratio)}
+
+
+def rwg_single(values: np.ndarray, null: str = "uniform", ddof: int = 1) -> float:
+    """r_wg of one item on one dimension: ``1 - s2 / sigma2`` truncated to [0, 1]; NaN with too few ratings."""
+    v = np.asarray(values, np.float64)
+    v = v[np.isfinite(v)]
+    if v.size <= ddof:
+        return float("nan")
+    return float(min(1.0, max(0.0, 1.0 - np.var(v, ddof=ddof) / NULL_VARIANCE[null])))
 
 
 def mean_rwg(items: Sequence[np.ndarray], null: str = "uniform", ddof: int = 1) -> dict[str, float]:
-    """Average r*_wg(j) and r_wg(j) over items (each [raters, J])."""
-    values = [rwg_j(r, null, ddof) for r in items if np.asarray(r).shape[0] > ddof]
-    if not values:
-        return {"rwg_star": float("nan"), "rwg_j": float("nan"), "items": 0}
-    return {
-        "rwg_star": float(np.mean([v["rwg_star"] for v in values])),
-        "rwg_j": float(np.nanmean([v["rwg_j"] for v in values])),
-        "items": len(values),
-    }
+    """Average r*_wg(j) and r_wg(j) over items (each [raters, J]); items whose index is undefined
+    (too few ratings) are left out of the mean and counted in ``nan_items``."""
+    values = [rwg_j(r, null, ddof) for r in items]
+    kept = [v for v in values if not np.isnan(v["rwg_star"])]
+    out = {"items": len(kept), "nan_items": len(values) - len(kept)}
+    if not kept:
+        return {"rwg_star": float("nan"), "rwg_j": float("nan"), **out}
+    return {"rwg_star": float(np.mean([v["rwg_star"] for v in kept])), "rwg_j": float(np.mean([v["rwg_j"] for v in kept])), **out}
+
+
+def rwg_table(ratings: np.ndarray, groups: Sequence[str] | None = None, null: str = "uniform", ddof: int = 1) -> dict[str, dict]:
+    """Mean single-dimension r_wg per group and dimension, plus ``all`` (every item).
+
+    ``ratings`` is [items, raters, 4] (NaN = not rated). Each group's row holds the four dimensions,
+    ``overall`` (their mean, as OmniScore Table 2), ``items`` and ``nan_items`` (per dimension: items
+    with too few ratings, left out of that dimension's mean).
+    """
+    ratings = np.asarray(ratings, np.float64)
+    per_item = np.array([[rwg_single(item[:, d], null, ddof) for d in range(len(DIMENSIONS))] for item in ratings]).reshape(-1, 4)
+    labels = np.asarray(["all"] * len(ratings) if groups is None else list(groups), dtype=object)
+    names = ([] if groups is None else sorted(set(labels.tolist()))) + ["all"]
+    table = {}
+    for name in names:
+        rows = per_item if name == "all" else per_item[labels == name]
+        row: dict = {}
+        for d, dim in enumerate(DIMENSIONS):
+            col = rows[:, d]
+            row[dim] = float(np.nanmean(col)) if np.isfinite(col).any() else float("nan")
+        dims = [row[dim] for dim in DIMENSIONS if not np.isnan(row[dim])]
+        row["overall"] = float(np.mean(dims)) if dims else float("nan")
+        row["items"] = len(rows)
+        row["nan_items"] = {dim: int(np.isnan(rows[:, d]).sum()) for d, dim in enumerate(DIMENSIONS)}
+        table[name] = row
+    return table
 
 
 def fleiss_kappa(counts: np.ndarray) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,41 +11,71 @@ import numpy as np
 
 from omnidistill.data.schema import DataError, Record
 from omnidistill.dimensions import DIMENSIONS
+from omnidistill.eval.agreement import mean_rwg, rwg_table
 from omnidistill.eval.metrics import grouped_metrics, regression_metrics
 from omnidistill.eval.report import gold_arrays
 
 
+def _score(value, where: str, field: str) -> float:
+    """One score of a predictions/labels file: a number in [1, 5] or null (not scored); anything else is an error."""
+    if value is None:
+        return np.nan
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or not 1 <= value <= 5:
+        raise DataError(f"{where}: {field} must be a number in [1, 5] or null, got {value!r}")
+    return float(value)
+
+
 def load_predictions(path: str | Path, records: Sequence[Record]) -> np.ndarray:
     """[N, 4] scores aligned to ``records`` by ``id`` from a JSONL file whose lines hold ``id`` and either
-    ``pred`` (omnidistill predictions) or ``labels`` (e.g. an LLM judge's labels); missing values are NaN."""
+    ``pred`` (omnidistill predictions) or ``labels`` (e.g. an LLM judge's labels). A dimension that is
+    absent or null is not scored (NaN); strings, booleans, NaN and values outside [1, 5] are errors
+    naming the file, line and field."""
     path = Path(path)
     by_id: dict[str, list[float]] = {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for lineno, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
         if not line.strip():
             continue
+        where = f"{path}:{lineno}"
         try:
             obj = json.loads(line)
-            scores = obj.get("pred", obj.get("labels"))
-            by_id[str(obj["id"])] = [np.nan if scores.get(d) is None else float(scores[d]) for d in DIMENSIONS]
-        except (json.JSONDecodeError, KeyError, AttributeError, TypeError, ValueError) as err:
-            raise DataError(f"{path}:{lineno}: expected an object with 'id' and 'pred' or 'labels' ({err})") from None
+        except json.JSONDecodeError as err:
+            raise DataError(f"{where}: invalid JSON ({err.msg})") from None
+        if not isinstance(obj, dict) or "id" not in obj:
+            raise DataError(f"{where}: expected an object with 'id' and 'pred' or 'labels'")
+        field = "pred" if "pred" in obj else "labels"
+        scores = obj.get(field)
+        if not isinstance(scores, dict):
+            raise DataError(f"{where}: {field} must be an object with keys {', '.join(DIMENSIONS)}")
+        unknown = sorted(set(scores) - set(DIMENSIONS))
+        if unknown:
+            raise DataError(f"{where}: {field} has unknown dimension(s) {', '.join(unknown)}")
+        by_id[str(obj["id"])] = [_score(scores.get(d), where, f"{field}.{d}") for d in DIMENSIONS]
     missing = [r.id for r in records if r.id not in by_id]
     if missing:
         raise DataError(f"{path}: no prediction for {len(missing)} item(s), e.g. {', '.join(missing[:3])}")
     return np.array([by_id[r.id] for r in records], np.float64)
 
 
-def compare_judges(records: Sequence[Record], judges: dict[str, np.ndarray]) -> dict:
-    """Headline metrics per judge, overall and by task / language (cells a judge did not score are skipped)."""
+def compare_judges(records: Sequence[Record], judges: dict[str, np.ndarray], null: str = "max_disagreement") -> dict:
+    """Headline metrics per judge, overall and by task / language, and the judge's agreement with the
+    human label as r*_wg(j) (OmniScore §2.2: teacher vs human, 0.90 for GPT-4.1): per item, the judge
+    and the human gold are the two raters. Cells a judge did not score are counted in ``unscored_cells``
+    and left out, never filled in."""
     gold, mask = gold_arrays(records)
+    gold_nan = np.where(mask, gold, np.nan)
+    tasks = [r.task for r in records]
     out = {}
     for name, pred in judges.items():
         m = mask & np.isfinite(pred)
         p = np.nan_to_num(pred)
+        raters = np.stack([gold_nan, np.where(m, pred, np.nan)], axis=1)  # [N, 2, 4]
         out[name] = {
             "overall": regression_metrics(p, gold, m),
-            "by_task": grouped_metrics(p, gold, m, [r.task for r in records]),
+            "by_task": grouped_metrics(p, gold, m, tasks),
             "by_lang": grouped_metrics(p, gold, m, [r.lang for r in records]),
+            "unscored_cells": int((mask & ~np.isfinite(pred)).sum()),
+            "rwg_vs_human": {"null": null, **mean_rwg(list(raters), null)},
+            "rwg_vs_human_by_task": rwg_table(raters, tasks, null),
         }
     return out
 
@@ -61,6 +92,8 @@ def comparison_markdown(comparison: dict) -> str:
         ("acc1", "Acc@±1"),
     ):
         lines.append(f"| {label} | " + " | ".join(f"{comparison[n]['overall'][key]:.3f}" for n in names) + " |")
+    lines.append("| r*wg(j) vs human | " + " | ".join(f"{comparison[n]['rwg_vs_human']['rwg_star']:.3f}" for n in names) + " |")
+    lines.append("| unscored cells | " + " | ".join(str(comparison[n]["unscored_cells"]) for n in names) + " |")
     for section, label in (("by_task", "task"), ("by_lang", "language")):
         groups = sorted({g for n in names for g in comparison[n][section]})
         lines += ["", f"MAE by {label}:", "", f"| {label} | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]

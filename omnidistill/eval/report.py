@@ -12,10 +12,10 @@ import numpy as np
 
 from omnidistill.data.schema import Record
 from omnidistill.dimensions import DIMENSIONS
-from omnidistill.eval.agreement import category_counts, fleiss_kappa, mean_rwg, rater_pair_table
-from omnidistill.eval.bootstrap import bootstrap_ci
+from omnidistill.eval.agreement import category_counts, fleiss_kappa, mean_rwg, rater_pair_table, rwg_table
+from omnidistill.eval.bootstrap import headline_intervals
 from omnidistill.eval.consistency import cross_lingual_consistency
-from omnidistill.eval.metrics import grouped_metrics, regression_metrics, weighted_group_mae
+from omnidistill.eval.metrics import check_scores, grouped_metrics, macro_mae, regression_metrics, weighted_group_mae
 from omnidistill.eval.ranking import calibrate_epsilon
 
 HEADLINE = ("mae", "rmse", "pearson", "acc1")
@@ -29,22 +29,7 @@ def gold_arrays(records: Sequence[Record]) -> tuple[np.ndarray, np.ndarray]:
 
 def headline_cis(pred: np.ndarray, gold: np.ndarray, mask: np.ndarray, samples: int, seed: int = 0) -> dict:
     """95% bootstrap intervals (items resampled) of overall MAE, RMSE, Pearson, Acc@±1 and mae_dims."""
-    from omnidistill.eval.metrics import cell_metrics
-
-    def stat(key):
-        def fn(idx):
-            m = mask[idx]
-            if key == "mae_dims":
-                return regression_metrics(pred[idx], gold[idx], m)["mae_dims"]
-            p, g = pred[idx][m], gold[idx][m]
-            err = p - g
-            return {"mae": np.abs(err).mean(), "rmse": np.sqrt((err**2).mean()), "acc1": (np.abs(err) <= 1 + 1e-9).mean()}.get(
-                key, cell_metrics(p, g)["pearson"] if key == "pearson" else float("nan")
-            )
-
-        return fn
-
-    return {key: bootstrap_ci(stat(key), len(pred), samples=samples, seed=seed) for key in (*HEADLINE, "mae_dims")}
+    return headline_intervals(pred, gold, mask, samples=samples, seed=seed)
 
 
 def annotator_agreement(records: Sequence[Record], pred: np.ndarray, null: str) -> dict | None:
@@ -57,6 +42,7 @@ def annotator_agreement(records: Sequence[Record], pred: np.ndarray, null: str) 
     student = pred[[i for i, _ in rated]]
     out = {"items": len(rated), "annotators": k, "null": null}
     out["rwg_annotators"] = mean_rwg(list(ann), null)
+    out["rwg_by_task"] = rwg_table(ann, [r.task for _, r in rated], null)
     out["rwg_student_and_annotators"] = mean_rwg([np.vstack([a, s[None]]) for a, s in zip(ann, student, strict=True)], null)
     out["fleiss_kappa_annotators"] = {}
     for d, dim in enumerate(DIMENSIONS):
@@ -75,26 +61,51 @@ def annotator_agreement(records: Sequence[Record], pred: np.ndarray, null: str) 
     return out
 
 
-def build_report(
-    records: Sequence[Record], pred: np.ndarray, *, bootstrap_samples: int = 0, null: str = "uniform", max_pairs: int = 20_000_000
-) -> dict:
-    """All metrics of predictions ``pred`` [N, 4] against the records' labels.
-
-    Pairwise accuracy uses one tie threshold per dimension, fitted on all items of that dimension
-    and applied unchanged per task and per language (``epsilon`` in the report).
-    """
-    gold, mask = gold_arrays(records)
-    pred = np.asarray(pred, np.float64)
+def fit_epsilon(gold: np.ndarray, pred: np.ndarray, mask: np.ndarray, max_pairs: int = 20_000_000) -> tuple[dict, dict]:
+    """Per-dimension tie thresholds for pairwise accuracy and their calibration details."""
     epsilon, calib = {}, {}
     for d, dim in enumerate(DIMENSIONS):
         c = calibrate_epsilon(gold[mask[:, d], d], pred[mask[:, d], d], max_pairs=max_pairs)
         epsilon[dim], calib[dim] = c.epsilon, {"epsilon": c.epsilon, "tie_fraction": c.tie_fraction_metric, "sampled": c.sampled}
+    return epsilon, calib
+
+
+def build_report(
+    records: Sequence[Record],
+    pred: np.ndarray,
+    *,
+    bootstrap_samples: int = 0,
+    null: str = "uniform",
+    max_pairs: int = 20_000_000,
+    epsilon: dict[str, float] | None = None,
+    lang_weights: dict[str, float] | None = None,
+) -> dict:
+    """All metrics of predictions ``pred`` [N, 4] against the records' labels.
+
+    Pairwise accuracy uses one tie threshold per dimension, fitted on all items of that dimension
+    and applied unchanged per task and per language (``epsilon`` in the report); pass ``epsilon`` to
+    reuse thresholds fitted earlier (training fits them on the first dev evaluation only).
+    ``lang_weights`` are the L-MAE weights (default: evaluated items per language). Non-finite or
+    out-of-range predictions are an error naming the item and dimension.
+    """
+    gold, mask = gold_arrays(records)
+    pred = np.asarray(pred, np.float64)
+    ids = [r.id for r in records]
+    check_scores(pred, "predictions", ids)
+    check_scores(gold, "gold labels", ids, mask)
+    if epsilon is None:
+        epsilon, calib = fit_epsilon(gold, pred, mask, max_pairs)
+    else:
+        calib = {dim: {"epsilon": epsilon[dim], "reused": True} for dim in DIMENSIONS}
     per_lang = grouped_metrics(pred, gold, mask, [r.lang for r in records], epsilon)
+    per_task = grouped_metrics(pred, gold, mask, [r.task for r in records], epsilon)
     report = {
         "overall": regression_metrics(pred, gold, mask, epsilon),
-        "by_task": grouped_metrics(pred, gold, mask, [r.task for r in records], epsilon),
+        "by_task": per_task,
         "by_lang": per_lang,
-        "lang_mae_weighted": weighted_group_mae(per_lang),
+        "lang_mae_weighted": weighted_group_mae(per_lang, lang_weights),
+        "lang_mae_weights": "file" if lang_weights is not None else "evaluated items per language",
+        "task_macro_mae": macro_mae(per_task),
         "tie_calibration": calib,
     }
     if bootstrap_samples:
@@ -123,6 +134,13 @@ def _head(first: str, pa: bool = False) -> str:
     return f"| {first} | items | " + " | ".join(cols) + " |\n|---|---:|" + "---:|" * len(cols)
 
 
+def _rwg_table_markdown(table: dict, title: str) -> list[str]:
+    lines = [f"#### {title}", "", "| group | items | " + " | ".join(DIMENSIONS) + " | overall |", "|---|---:|" + "---:|" * 5]
+    for name, row in table.items():
+        lines.append(f"| {name} | {row['items']} | " + " | ".join(_fmt(row[d]) for d in DIMENSIONS) + f" | {_fmt(row['overall'])} |")
+    return [*lines, ""]
+
+
 def report_markdown(report: dict, title: str = "Evaluation") -> str:
     """A readable Markdown rendering of :func:`build_report`'s output."""
     ov = report["overall"]
@@ -131,7 +149,9 @@ def report_markdown(report: dict, title: str = "Evaluation") -> str:
         lines.append(_row(dim, ov["dimensions"][dim], pa=True))
     lines += [
         "",
-        f"MAE averaged over dimensions: {_fmt(ov['mae_dims'])}; test-size-weighted language MAE: {_fmt(report['lang_mae_weighted'])}",
+        f"MAE averaged over dimensions: {_fmt(ov['mae_dims'])}; L-MAE (language MAEs weighted by "
+        f"{report.get('lang_mae_weights', 'evaluated items')}): {_fmt(report['lang_mae_weighted'])}; "
+        f"task-macro MAE (mean of the task MAEs): {_fmt(report.get('task_macro_mae'))}",
     ]
     if "tie_calibration" in report:
         eps = ", ".join(f"{d} {_fmt(c['epsilon'])}" for d, c in report["tie_calibration"].items())
@@ -160,9 +180,12 @@ def report_markdown(report: dict, title: str = "Evaluation") -> str:
             "",
             f"r*wg(j): annotators {_fmt(ag['rwg_annotators']['rwg_star'])}, "
             f"annotators + student {_fmt(ag['rwg_student_and_annotators']['rwg_star'])}; "
-            f"rwg(j): {_fmt(ag['rwg_annotators']['rwg_j'])} / {_fmt(ag['rwg_student_and_annotators']['rwg_j'])}",
+            f"rwg(j): {_fmt(ag['rwg_annotators']['rwg_j'])} / {_fmt(ag['rwg_student_and_annotators']['rwg_j'])} "
+            f"(truncated to [0, 1]; items without enough ratings: {ag['rwg_annotators'].get('nan_items', 0)})",
             "",
         ]
+        if "rwg_by_task" in ag:
+            lines += _rwg_table_markdown(ag["rwg_by_task"], "Annotator agreement r_wg by task (as OmniScore Table 2)")
     if "cross_lingual" in report:
         cl = report["cross_lingual"]
         kappas = ", ".join(f"{d} {_fmt(v)}" for d, v in cl["fleiss_kappa"].items()) or "– (no group covers every language)"
@@ -172,8 +195,14 @@ def report_markdown(report: dict, title: str = "Evaluation") -> str:
             f"Fleiss κ across languages: {kappas}",
             "",
         ]
-        lines += [f"| language | groups | mean |Δ| vs {cl['reference_lang']} |", "|---|---:|---:|"]
-        lines += [f"| {lang} | {v['groups']} | {_fmt(v['mean_abs'])} |" for lang, v in cl["deviation_from_reference"].items()]
+        ref = cl["reference_lang"]
+        lines += [
+            f"| language | parallel items | mean |Δ| vs {ref} | " + " | ".join(f"Cohen κ vs {ref}: {d}" for d in DIMENSIONS) + " |",
+            "|---|---:|---:|" + "---:|" * len(DIMENSIONS),
+        ]
+        for lang, v in cl["deviation_from_reference"].items():
+            kappa = cl.get("cohen_kappa_vs_reference", {}).get(lang, {})
+            lines.append(f"| {lang} | {v['groups']} | {_fmt(v['mean_abs'])} | " + " | ".join(_fmt(kappa.get(d)) for d in DIMENSIONS) + " |")
         lines.append("")
     if "meta" in report and "seconds_per_1000" in report["meta"]:
         lines.append(f"Throughput: {report['meta']['seconds_per_1000']:.3f} s per 1,000 items on {report['meta'].get('device', '?')}.")

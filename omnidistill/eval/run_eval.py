@@ -17,6 +17,7 @@ from omnidistill.data.splits import load_split
 from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.compare import compare_judges, comparison_markdown, load_predictions
+from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.plots import write_plots
 from omnidistill.eval.predict import predict_records
 from omnidistill.eval.report import build_report, write_report
@@ -52,6 +53,7 @@ def evaluate_run(
     null: str = "uniform",
     plots: bool = True,
     compare: dict[str, str] | None = None,
+    lang_weights: str | None = None,
 ) -> dict:
     """Score ``files`` (default: the run config's ``data.<split>``) and write ``<split>.json/.md`` reports,
     PNG plots, predictions, and with ``compare`` (name -> prediction file) a side-by-side judge table."""
@@ -77,7 +79,11 @@ def evaluate_run(
     start = time.perf_counter()
     pred = predict_records(predict_fn, params, records, encoder, mesh, batch_size=bs, buckets=cfg.data.length_buckets)
     seconds = time.perf_counter() - start
-    report = build_report(records, pred, bootstrap_samples=bootstrap_samples, null=null)
+    weights_file = lang_weights or cfg.eval.lang_weights
+    weights = load_group_weights(weights_file) if weights_file else None
+    report = build_report(records, pred, bootstrap_samples=bootstrap_samples, null=null, lang_weights=weights)
+    if weights_file:
+        report["lang_mae_weights"] = str(weights_file)
     report["meta"] = {
         "run_dir": str(run_dir),
         "checkpoint": checkpoint,

@@ -20,6 +20,7 @@ from omnidistill.config import Config
 from omnidistill.data.pipeline import PackSpec, packed_train_dataset, train_dataset, with_workers
 from omnidistill.data.splits import load_split
 from omnidistill.data.tokenize import RecordEncoder
+from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.predict import predict_records
 from omnidistill.eval.report import build_report, report_markdown
 from omnidistill.models.loader import load_model
@@ -29,7 +30,7 @@ from omnidistill.train.memory import device_peak_gb
 from omnidistill.train.mesh import batch_sharding, build_mesh, global_batch_array, param_shardings, replicated
 from omnidistill.train.optimizer import build_optimizer
 from omnidistill.train.preemption import PreemptionGuard
-from omnidistill.train.run_dir import check_same_model, save_run_metadata
+from omnidistill.train.run_dir import atomic_write_text, check_same_model, save_run_metadata
 from omnidistill.train.state import TrainState
 from omnidistill.train.step import make_predict_fn, make_train_step
 
@@ -107,10 +108,26 @@ def init_state(params: Any, tx: Any, seed: int, mesh: Any, rules: Any) -> TrainS
     )
 
 
-def predict_and_report(predict_fn: Any, params: Any, records: list, encoder: RecordEncoder, mesh: Any, cfg: Config) -> dict:
-    """Dev/test report of the current parameters."""
+def predict_and_report(
+    predict_fn: Any, params: Any, records: list, encoder: RecordEncoder, mesh: Any, cfg: Config, epsilon: dict | None = None
+) -> dict:
+    """Dev/test report of the current parameters (``epsilon``: tie thresholds to reuse instead of fitting)."""
     pred = predict_records(predict_fn, params, records, encoder, mesh, batch_size=cfg.eval.batch_size, buckets=cfg.data.length_buckets)
-    return build_report(records, pred)
+    weights = load_group_weights(cfg.eval.lang_weights) if cfg.eval.lang_weights else None
+    return build_report(records, pred, epsilon=epsilon, lang_weights=weights)
+
+
+def dev_epsilon(run_dir: Path, report: dict | None = None) -> dict | None:
+    """The dev set's pairwise-accuracy tie thresholds: fitted on the run's first dev evaluation, saved in
+    ``dev_epsilon.json`` and reused by every later one (also after a resume), so each evaluation
+    costs one exact count per dimension instead of a sweep over all pairs."""
+    path = run_dir / "dev_epsilon.json"
+    if report is None:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    eps = {dim: c["epsilon"] for dim, c in report["tie_calibration"].items()}
+    if jax.process_index() == 0 and not path.is_file():
+        atomic_write_text(path, json.dumps(eps))
+    return eps
 
 
 def _on_mesh(x: jax.Array, mesh: Any) -> Any:
@@ -240,7 +257,8 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
             if at_log or at_eval or at_ckpt:
                 flush(log_now=at_log)
             if at_eval:
-                report = predict_and_report(predict_fn, state.params, dev_records, encoder, mesh, cfg)
+                report = predict_and_report(predict_fn, state.params, dev_records, encoder, mesh, cfg, dev_epsilon(run_dir))
+                dev_epsilon(run_dir, report)
                 last_dev = report
                 ov = report["overall"]
                 dev_mae = ov["mae_dims"]

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from omnidistill.config import Config, dump_config, load_config
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: readers see all of it or nothing."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def save_run_metadata(run_dir: str | Path, cfg: Config, hf_config: dict[str, Any], tokenizer: Any) -> None:

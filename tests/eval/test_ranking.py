@@ -35,10 +35,12 @@ def brute_best_acc(h, m):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_pair_counts_match_brute_force(seed):
+@pytest.mark.parametrize("human", ["likert", "continuous"])  # <= 64 levels (suffix counts) and > 64 (Fenwick)
+def test_pair_counts_match_brute_force(seed, human):
     rng = np.random.default_rng(seed)
-    h = rng.integers(1, 6, 60).astype(float)
-    m = np.round(h + rng.normal(0, 1.2, 60), 1)  # rounding creates exact metric ties too
+    n = 60 if human == "likert" else 90
+    h = rng.integers(1, 6, n).astype(float) if human == "likert" else np.round(rng.uniform(1, 5, n), 3)
+    m = np.round(h + rng.normal(0, 1.2, n), 1)  # rounding creates exact metric ties too
     for eps in (0.0, 0.1, 0.5, 2.0):
         pc = pair_counts(h, m, eps)
         assert (pc.concordant, pc.discordant, pc.ties_human, pc.ties_metric, pc.ties_both) == brute_counts(h, m, eps)
@@ -85,3 +87,12 @@ def test_hand_computed_small_case():
     # pairs: (1,2)C (1,3)C (1,4)C (2,3)Th (2,4)D (3,4)C
     assert (pc.concordant, pc.discordant, pc.ties_human, pc.ties_metric, pc.ties_both) == (4, 1, 1, 0, 0)
     assert pc.acc_eq == pytest.approx(4 / 6)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_scores_are_refused_not_ranked(bad):
+    h, m = np.array([1.0, 2.0, 3.0, bad]), np.array([1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(ValueError, match="human scores must be finite: position 3"):
+        pair_counts(h, m)
+    with pytest.raises(ValueError, match="metric scores must be finite"):
+        calibrate_epsilon(m, h)

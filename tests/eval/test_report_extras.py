@@ -55,3 +55,27 @@ def test_judge_comparison_from_files(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"id": "0"}\n')
     with pytest.raises(DataError, match=r"bad\.jsonl:1"):
         load_predictions(tmp_path / "bad.jsonl", recs)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [('"4"', "got '4'"), ("true", "got True"), ("7", "got 7"), ("-3", "got -3"), ("NaN", "got nan")],
+)
+def test_judge_labels_are_validated_naming_file_line_and_field(tmp_path, value, message):
+    recs = [rec(i, "en", (3.0,) * 4) for i in range(3)]
+    path = tmp_path / "judge.jsonl"
+    lines = [json.dumps({"id": str(i), "labels": {"clarity": 3}}) for i in range(3)]
+    lines[1] = '{"id": "1", "labels": {"clarity": 3, "plausibility": ' + value + "}}"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=rf"judge\.jsonl:2: labels\.plausibility must be a number in \[1, 5\] or null, {message}"):
+        load_predictions(path, recs)
+
+
+def test_teacher_vs_human_rwg_and_unscored_cells():
+    recs = [rec(i, "en", (4.0, 4.0, 4.0, 2.0)) for i in range(4)]
+    judge = np.array([[4.0, 5.0, 4.0, np.nan]] * 4)  # agrees on 2 dimensions, off by 1 on clarity, no faithfulness
+    cmp = compare_judges(recs, {"teacher": judge})["teacher"]
+    assert cmp["unscored_cells"] == 4
+    # per item: variances (ddof 1) 0, 0.5, 0 over the three scored dimensions; max-disagreement null 4
+    assert cmp["rwg_vs_human"]["rwg_star"] == pytest.approx(1 - (0.5 / 3) / 4)
+    assert cmp["rwg_vs_human_by_task"]["qa"]["clarity"] == pytest.approx(1 - 0.5 / 4)
