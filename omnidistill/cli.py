@@ -93,6 +93,10 @@ def _label(args: argparse.Namespace) -> int:
     from omnidistill.label.labeler import Labeler
 
     cfg = load_label_config(args.config, args.overrides)
+    if args.pairwise:
+        stats = Labeler(cfg).label_pairs(args.input, args.output)
+        print(f"judged {stats['judged']} of {stats['pairs']} pairs ({stats['failed']} failed -> {args.output}.failed.jsonl)")
+        return 0
     stats = Labeler(cfg).label_file(args.input, args.output)
     print(
         f"labelled {stats['labelled']} of {stats['items']} items ({stats['failed']} failed -> {args.output}.failed.jsonl); "
@@ -198,6 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", required=True, help="labelling config, e.g. configs/label/gpt41.yaml")
     p.add_argument("--input", required=True, nargs="+", help="JSONL/CSV/Parquet items (labels not needed)")
     p.add_argument("--output", required=True, help="labelled JSONL (failed items go to OUTPUT.failed.jsonl, counts to OUTPUT.stats.json)")
+    p.add_argument(
+        "--pairwise",
+        action="store_true",
+        help="pairwise preferences (CE-Judge checklists) between candidates that share one input, instead of 1-5 labels",
+    )
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. concurrency=4 models=[gpt-4.1-mini]")
     p.set_defaults(func=_label)
 

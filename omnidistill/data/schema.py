@@ -9,8 +9,11 @@ from typing import Any
 from omnidistill.dimensions import DIMENSIONS, SCORE_MAX, SCORE_MIN
 
 TASKS = ("qa", "mt", "summarization", "headline", "paraphrase", "chat")
-TEXT_FIELDS = ("question", "source", "reference")
-KNOWN_FIELDS = {"id", "task", "lang", *TEXT_FIELDS, "candidate", "labels", "annotations", "group_id"}
+TEXT_FIELDS = ("context", "question", "title", "source", "reference")
+"""Input texts, in the order they form the model input before the candidate (only those present)."""
+META_FIELDS = ("dataset", "src_lang", "tgt_lang")
+"""Metadata the teacher prompts use (prompt choice, MT language names); never part of the model input."""
+KNOWN_FIELDS = {"id", "task", "lang", *TEXT_FIELDS, *META_FIELDS, "candidate", "labels", "annotations", "group_id", "teacher"}
 
 
 class DataError(ValueError):
@@ -28,6 +31,12 @@ class Record:
     question: str | None = None
     source: str | None = None
     reference: str | None = None
+    context: str | None = None
+    """Earlier turns of a conversation (chat), as ``role: text`` lines."""
+    title: str | None = None
+    dataset: str | None = None
+    src_lang: str | None = None
+    tgt_lang: str | None = None
     labels: tuple[float | None, ...] = (None,) * len(DIMENSIONS)
     annotations: tuple[tuple[float | None, ...], ...] = ()
     group_id: str | None = None
@@ -66,6 +75,21 @@ def _optional_text(obj: dict, key: str, where: str) -> str | None:
     return value if value.strip() else None
 
 
+def _conversation(obj: dict, where: str) -> str | None:
+    """``context``: a string, or a list of {role, content} turns rendered as ``role: content`` lines."""
+    value = obj.get("context")
+    if value is None or isinstance(value, str):
+        return _optional_text(obj, "context", where)
+    if not isinstance(value, list):
+        raise DataError(f"{where}: context must be a string or a list of {{role, content}} turns, got {type(value).__name__}")
+    lines = []
+    for i, turn in enumerate(value):
+        if not isinstance(turn, dict) or not isinstance(turn.get("role"), str) or not isinstance(turn.get("content"), str):
+            raise DataError(f"{where}: context[{i}] must be an object with string 'role' and 'content'")
+        lines.append(f"{turn['role']}: {turn['content']}")
+    return "\n".join(lines) or None
+
+
 def validate_record(obj: Any, where: str, *, require_labels: bool = True) -> Record:
     """Check one decoded JSON object / Parquet row against the schema and build a :class:`Record`."""
     if not isinstance(obj, dict):
@@ -95,6 +119,11 @@ def validate_record(obj: Any, where: str, *, require_labels: bool = True) -> Rec
         question=_optional_text(obj, "question", where),
         source=_optional_text(obj, "source", where),
         reference=_optional_text(obj, "reference", where),
+        context=_conversation(obj, where),
+        title=_optional_text(obj, "title", where),
+        dataset=_optional_text(obj, "dataset", where),
+        src_lang=_optional_text(obj, "src_lang", where),
+        tgt_lang=_optional_text(obj, "tgt_lang", where),
         labels=labels,
         annotations=annotations,
         group_id=None if obj.get("group_id") is None else str(obj["group_id"]),

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from omnidistill.config import TfdsConfig
-from omnidistill.data.schema import TEXT_FIELDS, DataError, Record, validate_record
+from omnidistill.data.schema import META_FIELDS, TEXT_FIELDS, DataError, Record, validate_record
 from omnidistill.dimensions import DIMENSIONS
 
 SCHEMA_NAME = "omnidistill_schema"
@@ -50,7 +50,7 @@ def schema_builder_class():
                 builder=self,
                 features=tfds.features.FeaturesDict(
                     {
-                        **{k: text for k in ("id", "task", "lang", *TEXT_FIELDS, "candidate", "group_id")},
+                        **{k: text for k in ("id", "task", "lang", *TEXT_FIELDS, *META_FIELDS, "candidate", "group_id")},
                         "labels": tfds.features.Tensor(shape=(len(DIMENSIONS),), dtype=np.float32),
                     }
                 ),
@@ -80,7 +80,7 @@ def schema_builder_class():
                         "lang": r.lang,
                         "candidate": r.candidate,
                         "group_id": r.group_id or "",
-                        **{f: getattr(r, f) or "" for f in TEXT_FIELDS},
+                        **{f: getattr(r, f) or "" for f in (*TEXT_FIELDS, *META_FIELDS)},
                         "labels": np.array([np.nan if v is None else v for v in r.labels], np.float32),
                     },
                 )
@@ -133,7 +133,7 @@ class TfdsRecords(Sequence[Record]):
             "lang": "lang",
             "candidate": "candidate",
             "group_id": "group_id",
-            **{f: f for f in TEXT_FIELDS},
+            **{f: f for f in (*TEXT_FIELDS, *META_FIELDS)},
         }
         fields.update(self.cfg.fields)
         obj: dict[str, Any] = {}

@@ -1,7 +1,8 @@
 """Turn a record into model inputs: fields joined by the tokenizer's separator, then truncated.
 
-Input text = [CLS] question [SEP] source [SEP] reference [SEP] candidate [SEP] with only the fields
-present (no task id), which is what ``tokenizer(f" {sep} ".join(fields))`` produces. Over-long inputs
+Input text = [CLS] context [SEP] question [SEP] title [SEP] source [SEP] reference [SEP] candidate [SEP]
+with only the fields present (no task id: OmniScore §3 gives the student none; ``dataset``,
+``src_lang`` and ``tgt_lang`` are teacher-prompt metadata), which is what ``tokenizer(f" {sep} ".join(fields))`` produces. Over-long inputs
 lose context tokens first (longest field first); the candidate keeps at least half the budget.
 """
 

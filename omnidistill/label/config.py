@@ -24,11 +24,18 @@ class LabelConfig:
     temperature: float = 0.0
     max_tokens: int = 800
     aggregation: Literal["mean", "median", "majority"] = "mean"
-    """How the judgments of one item become its label (majority = 2-of-3 rule with median fallback)."""
+    """How the judgments of one item become its label (majority: the value most judgments share if they are
+    a strict majority, else the scale's neutral midpoint 3, the rule of paper 002)."""
+    prompt_set: Literal["flat", "omniscore"] = "flat"
+    """``omniscore``: the paper's seven task prompts (appendix G) with the nested answer schema; ``flat``:
+    one generic rubric answering four integers."""
+    mode: Literal["direct", "checklist", "error_report"] = "direct"
+    """``direct``: one judgment per sample; ``checklist``: the CE-Judge pipeline (concepts, two-way
+    checklists, then judging with them); ``error_report``: INSTRUCTSCORE-style typed errors, scores
+    computed from their severities (see omnidistill/label/error_report.py)."""
     reference_mode: Literal["auto", "based", "free"] = "auto"
-    """Show the reference to the judge when present (auto/based) or never (free)."""
-    checklist: bool = False
-    """Checklist mode: first ask for item-specific checklist questions, then judge with them."""
+    """``auto``: show the reference when an item has one; ``based``: judge against the reference, and an
+    item without one fails; ``free``: never show it."""
     concurrency: int = 8
     """Requests in flight at once."""
     max_retries: int = 4

@@ -1,5 +1,6 @@
-"""Prompt library for the teacher LLM: a four-dimension 1-5 rubric, per-task guidance, reference-free
-and reference-based variants, and an optional checklist mode (write checklist items, then judge with them).
+"""The ``flat`` prompt set for the teacher LLM: one four-dimension 1-5 rubric with per-task guidance,
+reference-free and reference-based variants. The paper's own prompts are
+:mod:`omnidistill.label.omniscore_prompts`; the checklist pipeline is :mod:`omnidistill.label.checklist`.
 
 The judge answers with one JSON object; :mod:`omnidistill.label.parse` validates it strictly.
 """
@@ -70,6 +71,10 @@ def rubric_text() -> str:
 
 def input_block(record: Record, with_reference: bool) -> str:
     parts = [f"Task: {record.task}", f"Language: {record.lang}"]
+    if record.context:
+        parts.append(f"[Conversation so far]\n{record.context}")
+    if record.title:
+        parts.append(f"[Title]\n{record.title}")
     if record.question:
         parts.append(f"[Question]\n{record.question}")
     if record.source:
@@ -89,18 +94,26 @@ def output_format() -> str:
 
 
 def judge_messages(record: Record, *, reference_mode: str = "auto", checklist: list[str] | None = None) -> list[dict[str, str]]:
-    """Chat messages asking for the four scores of one record.
+    """Chat messages asking for the four scores of one record (the ``flat`` prompt set).
 
-    ``reference_mode``: ``based`` shows the reference (when the record has one), ``free`` hides it,
-    ``auto`` shows it when present.
+    ``reference_mode``: ``auto`` shows the reference when the record has one, as evidence of what a
+    good answer contains; ``based`` makes the reference the yardstick (reference-guided judging, as
+    paper 002's gold variant) and refuses a record without one; ``free`` never shows it.
     """
+    if reference_mode == "based" and not record.reference:
+        raise ValueError(f"item {record.id}: reference_mode=based needs a reference")
     with_ref = reference_mode in ("auto", "based")
     guidance = TASK_GUIDANCE.get(record.task, GENERIC_GUIDANCE)
-    ref_note = (
-        "A reference output is given: use it as evidence of what a good answer contains, not as the only acceptable wording."
-        if (with_ref and record.reference)
-        else "No reference output is given: rely on the input and your own knowledge."
-    )
+    if reference_mode == "based":
+        ref_note = (
+            "A gold reference output is given. Judge the candidate against it: content the reference has and the candidate "
+            "lacks lowers informativeness, and claims that contradict it lower faithfulness. Other wordings of the same "
+            "content are as good as the reference's."
+        )
+    elif with_ref and record.reference:
+        ref_note = "A reference output is given: use it as evidence of what a good answer contains, not as the only acceptable wording."
+    else:
+        ref_note = "No reference output is given: rely on the input and your own knowledge."
     body = [guidance, ref_note, "Score the candidate on four dimensions:", rubric_text(), input_block(record, with_ref)]
     if checklist:
         body.append(
@@ -109,15 +122,3 @@ def judge_messages(record: Record, *, reference_mode: str = "auto", checklist: l
         )
     body.append(output_format())
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(body)}]
-
-
-def checklist_messages(record: Record, *, reference_mode: str = "auto") -> list[dict[str, str]]:
-    """Chat messages asking for 3-8 open checklist questions tailored to this input (checklist mode)."""
-    with_ref = reference_mode in ("auto", "based")
-    instructions = (
-        "Write a checklist for judging the candidate below: 3 to 8 short, open questions (not yes/no) that "
-        "a careful grader should answer about this specific input and candidate, covering what the task "
-        "requires and what could go wrong. Refer to the candidate directly and do not pre-judge it. "
-        'Answer with one JSON object: {"checklist": ["question", ...]}.'
-    )
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": instructions + "\n\n" + input_block(record, with_ref)}]

@@ -16,7 +16,7 @@ from omnidistill.data.schema import Record
 from omnidistill.label.aggregate import aggregate, majority_with_fallback
 from omnidistill.label.config import LabelConfig, load_label_config
 from omnidistill.label.labeler import Labeler
-from omnidistill.label.parse import JudgeOutputError, parse_checklist, parse_judgment
+from omnidistill.label.parse import JudgeOutputError, parse_judgment
 from omnidistill.label.prompts import judge_messages
 
 DIMS = ("informativeness", "clarity", "plausibility", "faithfulness")
@@ -64,8 +64,26 @@ class FakeJudge(BaseHTTPRequestHandler):
             return self._send(500, {"error": "oops"})
         if marker == "#slow" and n == 1:
             time.sleep(1.0)
-        if '"checklist"' in prompt:
+        if '"concepts"' in prompt:
+            text = json.dumps({"concepts": ["capital city", "geography"]})
+        elif '"checklist"' in prompt:
             text = json.dumps({"checklist": ["Does the answer name the city?", "Is anything invented?"]})
+        elif '"errors"' in prompt:
+            errors = [
+                {"type": "accuracy/mistranslation", "severity": "major", "span": "Paris", "explanation": "wrong city"},
+                {"type": "fluency/grammar", "severity": "minor", "span": "is", "explanation": "agreement"},
+                {"type": "fluency/grammar", "severity": "minor", "span": "the", "explanation": "article"},
+            ]
+            text = json.dumps({"errors": errors if "#errs" in prompt else []})
+        elif "[Response A]" in prompt:
+            text = "A misses the point; B answers it.\nTherefore, I choose " + (
+                "A" if "#better" in prompt.split("[Response B]")[0] else "B"
+            )
+            text += " as the better response."
+        elif prompt.startswith("TASK:"):
+            body = {d: {"score": 4, "rationale": "Fine."} for d in DIMS}
+            body["faithfulness"] = {"score": 2, "rationale": "Wrong city.", "issues": [{"type": "hallucination", "text_span": "Paris"}]}
+            text = json.dumps({"confidence": 0.8, **body} if "#noconf" not in prompt else body)
         elif marker == "#bad" or (marker == "#badonce" and n == 1):
             text = "It looks fine to me, maybe a 4."
         elif marker == "#seed":
@@ -145,7 +163,7 @@ def test_rerun_is_served_from_the_cache(server, tmp_path):
 
 def test_samples_majority_and_checklist_mode(server, tmp_path):
     inputs = write_inputs(tmp_path / "in.jsonl", ["#seed"])
-    cfg = cfg_for(server, tmp_path, samples=3, aggregation="majority", checklist=True, temperature=0.7)
+    cfg = cfg_for(server, tmp_path, samples=3, aggregation="majority", mode="checklist", temperature=0.7)
     stats = Labeler(cfg).label_file([str(inputs)], tmp_path / "out.jsonl")
     # judgments 2, 4, 4: variance 4/3 -> r*wg = 1 - (4/3)/2 under the uniform null
     assert stats["agreement"]["judgments_per_item"] == 3
@@ -153,8 +171,12 @@ def test_samples_majority_and_checklist_mode(server, tmp_path):
     item = json.loads((tmp_path / "out.jsonl").read_text())
     assert item["labels"]["clarity"] == 4.0  # 2-of-3 rule over seeds 0, 1, 2 -> 2, 4, 4
     assert len(item["annotations"]) == 3
-    judge_prompts = [p for p in FakeJudge.prompts if '"checklist"' not in p]
-    assert all("Does the answer name the city?" in p for p in judge_prompts)
+    judge_prompts = [p for p in FakeJudge.prompts if '"checklist"' not in p and '"concepts"' not in p]
+    assert len(judge_prompts) == 3 and all("Does the answer name the city?" in p for p in judge_prompts)
+    # CE-Judge steps: concepts of instruction and response, then one checklist per direction (both kept)
+    assert sum('"concepts"' in p for p in FakeJudge.prompts) == 2 and sum('"checklist"' in p for p in FakeJudge.prompts) == 2
+    assert item["teacher"]["checklists"]["judge-1"] == ["Does the answer name the city?", "Is anything invented?"] * 2
+    assert stats["agreement"]["rwg_by_dimension_uniform"]["clarity"] == pytest.approx(1 - (4 / 3) / 2)
 
 
 def test_wrong_key_is_a_clear_failure(server, tmp_path, monkeypatch):
@@ -198,7 +220,6 @@ def test_parse_judgment_is_strict():
     ):
         with pytest.raises(JudgeOutputError):
             parse_judgment(bad)
-    assert parse_checklist('{"checklist": ["a?", "b?"]}') == ["a?", "b?"]
 
 
 def test_aggregation_rules():
@@ -206,15 +227,20 @@ def test_aggregation_rules():
     assert aggregate(js, "mean")["clarity"] == pytest.approx(10 / 3)
     assert aggregate(js, "median")["clarity"] == 4.0
     assert aggregate(js, "majority")["clarity"] == 4.0
-    assert majority_with_fallback([1.0, 3.0, 5.0]) == 3.0  # no majority: the median
+    assert majority_with_fallback([1.0, 2.0, 5.0]) == 3.0  # no majority: the neutral midpoint (paper 002), not the median 2
+    assert majority_with_fallback([2.0, 2.0, 5.0]) == 2.0
     assert aggregate([{"clarity": 2.0}], "mean") == {"clarity": 2.0}
 
 
 def test_prompts_cover_tasks_and_reference_modes():
     rec = Record(id="1", task="mt", lang="de", source="The Moon.", reference="Der Mond.", candidate="Der Mond.")
     based = judge_messages(rec, reference_mode="based")[-1]["content"]
+    auto = judge_messages(rec, reference_mode="auto")[-1]["content"]
     free = judge_messages(rec, reference_mode="free")[-1]["content"]
     assert "[Reference]" in based and "[Reference]" not in free and "translat" in based
+    assert based != auto and "gold reference" in based and "gold reference" not in auto
+    with pytest.raises(ValueError, match="reference_mode=based needs a reference"):
+        judge_messages(Record(id="2", task="qa", lang="en", candidate="c"), reference_mode="based")
     for task in ("qa", "mt", "summarization", "headline", "paraphrase", "chat"):
         text = judge_messages(Record(id="x", task=task, lang="en", candidate="c"))[-1]["content"]
         assert all(d in text for d in DIMS) and "integer from 1 to 5" in text
@@ -227,3 +253,140 @@ def test_label_config_validation(repo_root, tmp_path):
 
     with pytest.raises(ConfigError, match="aggregation"):
         load_label_config(None, ["aggregation=vote"])
+
+
+# --------------------------------------------------------------------------- OmniScore prompts (appendix G)
+from omnidistill.data.sources import read_records  # noqa: E402
+from omnidistill.label.error_report import parse_error_report, penalty_to_likert  # noqa: E402
+from omnidistill.label.omniscore_prompts import PROMPTS, omniscore_messages, prompt_key  # noqa: E402
+from omnidistill.label.parse import parse_nested_judgment, parse_pairwise_choice  # noqa: E402
+
+
+def omni_record(task, **kw):
+    base = dict(id="1", task=task, lang="en", candidate="Paris is the capital.", question="Capital of France?", source="Some text.")
+    return Record(**{**base, **kw})
+
+
+@pytest.mark.parametrize(
+    ("task", "dataset", "key"),
+    [("qa", "nq", "nq"), ("qa", "multinativqa", "multinativqa"), ("qa", None, "multinativqa"), ("summarization", None, "summarization"),
+     ("headline", None, "headline"), ("paraphrase", None, "paraphrase"), ("mt", None, "mt"), ("chat", None, "wildchat")],
+)  # fmt: skip
+def test_the_seven_prompts_are_chosen_by_task_and_dataset(task, dataset, key):
+    assert prompt_key(omni_record(task, dataset=dataset)) == key
+
+
+@pytest.mark.parametrize("key", sorted(PROMPTS))
+def test_every_prompt_has_five_anchors_per_dimension_and_the_answer_schema(key):
+    task = {"nq": "qa", "multinativqa": "qa", "wildchat": "chat"}.get(key, key)
+    system, user = (m["content"] for m in omniscore_messages(omni_record(task, dataset="nq" if key == "nq" else None)))
+    for n, dim in enumerate(DIMS, start=1):
+        section = system.split(f"{n}) ")[1].split(f"{n + 1}) ")[0]
+        assert section.lower().startswith(dim)
+        assert [line[:2] for line in section.splitlines() if line[:2] in ("1:", "2:", "3:", "4:", "5:")] == ["1:", "2:", "3:", "4:", "5:"]
+    assert ('"confidence"' in user) == (key != "summarization")  # the paper's summarization schema has no confidence
+    assert all(t in system for t in ("hallucination", "distortion", "contradiction", "unsupported_specificity"))
+    plausibility = system.split("3) ")[1].split("4) ")[0]
+    assert "world knowledge" not in plausibility and "consistent with itself" in plausibility
+
+
+def test_prompts_carry_task_fields_and_faithfulness_per_task():
+    mt = omni_record("mt", source="The Moon.", src_lang="English", tgt_lang="Hindi", lang="hi")
+    system, user = (m["content"] for m in omniscore_messages(mt))
+    assert "SOURCE LANGUAGE:\nEnglish" in user and "TARGET LANGUAGE:\nHindi" in user and "SOURCE TEXT alone" in system
+    chat = omni_record("chat", context="user: hi\nassistant: hello")
+    assert "CONVERSATION:\nuser: hi\nassistant: hello" in omniscore_messages(chat)[1]["content"]
+    nq_system = omniscore_messages(omni_record("qa", dataset="nq"))[0]["content"]
+    assert "no source or context" in nq_system.lower()
+    summ_user = omniscore_messages(omni_record("summarization", title="Budget"))[1]["content"]
+    assert "TITLE:\nBudget" in summ_user
+    with pytest.raises(ValueError, match="the summarization prompt needs source"):
+        omniscore_messages(omni_record("summarization", source=None))
+
+
+def nested(**changes):
+    body = {"confidence": 0.7, **{d: {"score": 4, "rationale": "ok"} for d in DIMS}}
+    body["faithfulness"] = {"score": 3, "rationale": "one slip", "issues": [{"type": "distortion", "text_span": "the capital"}]}
+    body.update(changes)
+    return json.dumps(body)
+
+
+def test_nested_answer_schema_is_parsed_strictly_and_keeps_details():
+    out = parse_nested_judgment(nested(), candidate="Paris is  the capital.")
+    assert out["scores"]["faithfulness"] == 3.0 and out["confidence"] == 0.7
+    assert out["rationales"]["clarity"] == "ok" and out["issues"] == [{"type": "distortion", "text_span": "the capital", "verbatim": True}]
+    assert parse_nested_judgment(nested(confidence=None).replace('"confidence": null, ', ""), confidence=False)["confidence"] is None
+    too_many = [{"type": "hallucination", "text_span": "x"}] * 7
+    for bad, message in (
+        (nested(extra=1), "unexpected key"),
+        (nested().replace('"confidence": 0.7, ', ""), "missing key"),
+        (nested(confidence=1.5), "confidence must be"),
+        (nested(clarity={"score": 6, "rationale": "x"}), "clarity.score"),
+        (nested(clarity={"score": 4}), "missing key"),
+        (nested(faithfulness={"score": 3, "rationale": "x", "issues": [{"type": "typo", "text_span": "x"}]}), "type must be one of"),
+        (nested(faithfulness={"score": 3, "rationale": "x", "issues": too_many}), "at most 6"),
+        (nested(faithfulness={"score": 3, "rationale": "x", "issues": [{"type": "hallucination", "text_span": "w " * 26}]}), "25 words"),
+    ):
+        with pytest.raises(JudgeOutputError, match=message):
+            parse_nested_judgment(bad)
+
+
+def test_omniscore_labelling_keeps_details_and_its_output_trains(server, tmp_path):
+    inputs = tmp_path / "in.jsonl"
+    rows = [
+        {"id": "a", "task": "qa", "dataset": "nq", "lang": "en", "question": "Capital of France?", "candidate": "Paris"},
+        {"id": "b", "task": "summarization", "lang": "en", "title": "T", "source": "Text.", "candidate": "Sum #noconf"},
+        {"id": "c", "task": "summarization", "lang": "en", "candidate": "no source"},
+    ]
+    inputs.write_text("\n".join(json.dumps(r) for r in rows))
+    stats = Labeler(cfg_for(server, tmp_path, prompt_set="omniscore", reference_mode="free")).label_file(
+        [str(inputs)], tmp_path / "o.jsonl"
+    )
+    assert stats["labelled"] == 2 and stats["failed"] == 1
+    out = {json.loads(line)["id"]: json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()}
+    assert out["a"]["labels"]["faithfulness"] == 2.0 and out["a"]["teacher"]["prompt"] == "nq"
+    judgment = out["a"]["teacher"]["judgments"][0]
+    assert judgment["confidence"] == 0.8 and judgment["issues"][0] == {"type": "hallucination", "text_span": "Paris", "verbatim": True}
+    assert out["b"]["teacher"]["prompt"] == "summarization" and out["b"]["teacher"]["judgments"][0]["confidence"] is None
+    assert "the summarization prompt needs source" in (tmp_path / "o.jsonl.failed.jsonl").read_text()
+    records, _ = read_records([str(tmp_path / "o.jsonl")])  # the labelled file is valid training data
+    assert [r.id for r in records] == ["a", "b"] and records[0].dataset == "nq"
+
+
+def test_error_report_scores_from_severities(server, tmp_path):
+    assert [penalty_to_likert(s) for s in (0, -1, -4, -5, -9, -10, -14, -15, -25)] == [5, 4, 4, 3, 3, 2, 2, 1, 1]
+    inputs = write_inputs(tmp_path / "in.jsonl", ["#errs", "#ok"])
+    Labeler(cfg_for(server, tmp_path, mode="error_report")).label_file([str(inputs)], tmp_path / "o.jsonl")
+    out = {json.loads(line)["id"]: json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()}
+    # one major mistranslation (faithfulness s = -5 -> 3), two minor grammar errors (clarity s = -2 -> 4)
+    assert out["#errs"]["labels"] == {"informativeness": 5.0, "clarity": 4.0, "plausibility": 5.0, "faithfulness": 3.0}
+    assert out["#errs"]["teacher"]["judgments"][0]["instructscore"] == -7
+    assert out["#ok"]["labels"] == dict.fromkeys(DIMS, 5.0)
+    six = [{"type": "fluency/grammar", "severity": "minor", "span": "x", "explanation": "y"}] * 6
+    for bad, message in (
+        ({"errors": six}, "at most 5"),
+        ({"errors": [{**six[0], "severity": "critical"}]}, "major or minor"),
+        ({"errors": [{**six[0], "type": "grammar"}]}, "not an MQM type"),
+        ({"errors": [], "score": 3}, "unexpected key"),
+    ):
+        with pytest.raises(JudgeOutputError, match=message):
+            parse_error_report(json.dumps(bad))
+
+
+def test_pairwise_preferences_from_the_cli(server, tmp_path, repo_root, capsys):
+    inputs = tmp_path / "in.jsonl"
+    rows = [
+        {"id": f"c{i}", "task": "qa", "lang": "en", "question": "Capital of France?", "candidate": c}
+        for i, c in enumerate(["Lyon", "Paris #better", "Nice"])
+    ]
+    rows.append({"id": "other", "task": "qa", "lang": "en", "question": "Another question?", "candidate": "x"})
+    inputs.write_text("\n".join(json.dumps(r) for r in rows))
+    config = str(repo_root / "configs" / "label" / "three-samples-majority.yaml")
+    args = ["label", "--pairwise", "--config", config, "--input", str(inputs), "--output", str(tmp_path / "pairs.jsonl"),
+            f"base_url={server}", "api_key_env=TEST_JUDGE_KEY", f"cache_dir={tmp_path / 'c'}"]  # fmt: skip
+    assert main(args) == 0
+    assert "judged 3 of 3 pairs" in capsys.readouterr().out
+    pairs = {(p["id_a"], p["id_b"]): p["winner"] for p in map(json.loads, (tmp_path / "pairs.jsonl").read_text().splitlines())}
+    assert pairs == {("c0", "c1"): "c1", ("c0", "c2"): "c2", ("c1", "c2"): "c1"}
+    with pytest.raises(JudgeOutputError):
+        parse_pairwise_choice("I choose A as the better response. No, I choose B as the better response.")
