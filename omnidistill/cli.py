@@ -136,7 +136,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from omnidistill.config_reference import config_reference_text
+    from omnidistill.config.reference import config_reference_text
 
     parser = argparse.ArgumentParser(prog="omnidistill", description="Distill LLM-judge Likert labels into fast encoder regressors (JAX).")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")

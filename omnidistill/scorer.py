@@ -28,8 +28,8 @@ from omnidistill.data.schema import Record
 from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.predict import predict_records
-from omnidistill.train.mesh import build_mesh, replicated
-from omnidistill.train.step import make_predict_fn
+from omnidistill.models.regressor import make_predict_fn
+from omnidistill.parallel.mesh import build_mesh, replicated
 
 log = logging.getLogger(__name__)
 DEFAULT_BUCKETS = (32, 64, 128, 256, 512)

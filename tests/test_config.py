@@ -3,7 +3,7 @@
 import pytest
 
 from omnidistill.config import Config, ConfigError, load_config
-from omnidistill.config_reference import config_rows
+from omnidistill.config.reference import config_rows
 
 
 def test_tiny_config_loads_with_typed_overrides(repo_root):
@@ -54,11 +54,11 @@ def test_reference_documents_every_leaf_key():
     assert all(doc for key, _, _, doc in config_rows() if key in {"optim.head_lr", "train.batch_size"})
 
 
-def test_readme_config_reference_is_current(repo_root):
+def test_config_reference_page_is_current(repo_root):
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("config_reference_tool", repo_root / "tools" / "config_reference.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
-    text = (repo_root / "README.md").read_text(encoding="utf-8")
-    assert tool.updated_readme(text) == text, "run: python tools/config_reference.py --write"
+    text = (repo_root / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert tool.updated_page(text) == text, "run: python tools/config_reference.py --write"

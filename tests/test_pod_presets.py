@@ -5,8 +5,8 @@ import math
 import pytest
 
 from omnidistill.config import load_config
-from omnidistill.train.loop import check_batching
-from omnidistill.train.mesh import MeshError, mesh_shape
+from omnidistill.parallel.mesh import MeshError, mesh_shape
+from omnidistill.train.setup import check_batching
 
 PRESETS = {  # file -> (devices in total, processes)
     "mbert-v5p-32.yaml": (16, 4),

@@ -1,6 +1,6 @@
 """Inference throughput vs the PyTorch peer: python tools/bench_score.py [--only=mbert,ettin] [--tiny]"""
 
-from omnidistill.bench import run_cli
+from bench_cases import run_cli
 
 if __name__ == "__main__":
     run_cli("score")

@@ -21,23 +21,13 @@ import numpy as np
 import yaml
 
 from omnidistill.dimensions import DIMENSIONS
-
-
-def pearson(x: np.ndarray, y: np.ndarray) -> float:
-    """Pearson r; NaN when either side is constant or there are fewer than 2 points."""
-    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    if x.size < 2:
-        return float("nan")
-    xc, yc = x - x.mean(), y - y.mean()
-    denom = np.sqrt((xc**2).sum() * (yc**2).sum())
-    return float((xc * yc).sum() / denom) if denom > 0 else float("nan")
+from omnidistill.eval.correlation import pearson, spearman
+from omnidistill.eval.ranking import pair_counts
 
 
 def cell_metrics(pred: np.ndarray, gold: np.ndarray, epsilon: float | None = None) -> dict[str, float]:
     """MAE, RMSE, Pearson, Spearman, Kendall tau_b and Acc@±1 of flat vectors of valid cells; with
     ``epsilon``, also the tie-calibrated pairwise accuracy ``pairwise_acc`` at that tie threshold."""
-    from omnidistill.eval.ranking import pair_counts, spearman
-
     nan = float("nan")
     if pred.size == 0:
         return {"mae": nan, "rmse": nan, "pearson": nan, "spearman": nan, "kendall": nan, "acc1": nan, "n": 0}

@@ -14,7 +14,7 @@ from omnidistill.data.pipeline import eval_dataset
 from omnidistill.data.schema import Record
 from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.dimensions import NUM_DIMENSIONS
-from omnidistill.train.mesh import batch_sharding, global_batch_array
+from omnidistill.parallel.mesh import batch_sharding, global_batch_array
 
 
 def _to_host(x: jax.Array) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Rank metrics: Spearman, Kendall tau_b and tie-calibrated pairwise accuracy (Deutsch et al. 2023).
+"""Rank metrics: Kendall tau_b and tie-calibrated pairwise accuracy (Deutsch et al. 2023).
 
 Pair counts for human scores ``h`` and metric scores ``m`` over all item pairs:
 C concordant, D discordant, T_h tied in human only, T_m tied in metric only (|m_i - m_j| <= eps),
@@ -22,29 +22,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-
-
-def rankdata(x: np.ndarray) -> np.ndarray:
-    """Ranks starting at 1, ties get their average rank (as scipy.stats.rankdata 'average')."""
-    x = np.asarray(x)
-    order = np.argsort(x, kind="mergesort")
-    xs = x[order]
-    boundaries = np.concatenate([[True], xs[1:] != xs[:-1], [True]])
-    starts = np.flatnonzero(boundaries[:-1])
-    ends = np.flatnonzero(boundaries[1:]) + 1
-    ranks = np.empty(len(x), np.float64)
-    for s, e in zip(starts, ends, strict=True):
-        ranks[order[s:e]] = (s + e + 1) / 2.0
-    return ranks
-
-
-def spearman(x: np.ndarray, y: np.ndarray) -> float:
-    """Spearman rho: Pearson correlation of average ranks; NaN if either side is constant."""
-    from omnidistill.eval.metrics import pearson
-
-    if len(x) < 2:
-        return float("nan")
-    return pearson(rankdata(x), rankdata(y))
 
 
 class _Fenwick:

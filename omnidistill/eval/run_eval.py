@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 import jax
-from flax import nnx
 
 from omnidistill.config import MeshConfig
 from omnidistill.data.sources import read_records
@@ -21,24 +18,9 @@ from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.plots import write_plots
 from omnidistill.eval.predict import predict_records
 from omnidistill.eval.report import build_report, write_report
-from omnidistill.models.loader import load_tokenizer
-from omnidistill.models.regressor import build_regressor
-from omnidistill.train.checkpoint import restore_params
-from omnidistill.train.mesh import build_mesh, replicated
-from omnidistill.train.run_dir import load_run_metadata
-from omnidistill.train.step import make_predict_fn
-
-
-def load_trained(run_dir: str | Path, checkpoint: str = "best") -> tuple[Any, Any, Any, Any, int]:
-    """(config, graphdef, params, tokenizer, step) of a run's ``best`` or ``latest`` checkpoint, fp32."""
-    run_dir = Path(run_dir)
-    cfg, hf_config, tok_dir = load_run_metadata(run_dir)
-    model_cfg = dataclasses.replace(cfg.model, init_from=None, tokenizer=str(tok_dir))
-    model = build_regressor(model_cfg, hf_config)
-    graphdef, params_state = nnx.split(model, nnx.Param)
-    sub = {"best": "best", "latest": "checkpoints"}[checkpoint]
-    params, step = restore_params(run_dir / sub, params_state.to_pure_dict())
-    return cfg, graphdef, params, load_tokenizer(str(tok_dir)), step
+from omnidistill.models.regressor import make_predict_fn
+from omnidistill.parallel.mesh import build_mesh, replicated
+from omnidistill.runs.load import load_trained
 
 
 def evaluate_run(

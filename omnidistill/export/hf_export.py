@@ -126,7 +126,7 @@ def _verify(out_dir: Path, params: Any, graphdef: Any, tokenizer: Any, records: 
 
     from omnidistill.data.pipeline import collate
     from omnidistill.data.tokenize import RecordEncoder
-    from omnidistill.train.step import make_predict_fn
+    from omnidistill.models.regressor import make_predict_fn
 
     encoder = RecordEncoder(tokenizer, max_length)
     examples = [encoder(r) for r in records]

@@ -20,8 +20,8 @@ from omnidistill.models.hf_io import load_hf_weights, read_hf_config, read_hf_te
 from omnidistill.models.loader import load_tokenizer
 from omnidistill.models.registry import family_for_model_type
 from omnidistill.models.regressor import build_regressor
-from omnidistill.train.checkpoint import RunCheckpoints
-from omnidistill.train.run_dir import save_run_metadata
+from omnidistill.runs.checkpoint import RunCheckpoints
+from omnidistill.runs.run_dir import save_run_metadata
 
 log = logging.getLogger(__name__)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -65,3 +66,13 @@ def build_regressor(model_cfg: ModelConfig, hf_config: dict[str, Any], *, dtype=
     if model_cfg.dropout is not None:
         arch = arch.with_dropout(model_cfg.dropout)
     return Regressor(family, arch, model_cfg, dtype=dtype, rngs=nnx.Rngs(seed))
+
+
+def make_predict_fn(graphdef: nnx.GraphDef) -> Callable[[Any, dict[str, jax.Array]], jax.Array]:
+    """(params, batch) -> scores [B, 4], deterministic (no dropout)."""
+
+    def predict(params: Any, batch: dict[str, jax.Array]) -> jax.Array:
+        model = nnx.merge(graphdef, params)
+        return model.scores(model(batch["input_ids"], batch["attention_mask"]))
+
+    return predict

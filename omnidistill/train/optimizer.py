@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import optax
 
 from omnidistill.config import OptimConfig, ParamGroupRule
-from omnidistill.train.mesh import path_string
+from omnidistill.parallel.mesh import path_string
 
 HEAD_PATTERN = r"^(pooler|head)/"
 ENCODER_PATTERN = re.compile(r"^encoder/")

@@ -122,13 +122,3 @@ def make_train_step(
         return TrainState(state.step + 1, params, opt_state, state.rng), metrics
 
     return train_step
-
-
-def make_predict_fn(graphdef: nnx.GraphDef) -> Callable[[Any, Batch], jax.Array]:
-    """(params, batch) -> scores [B, 4], deterministic (no dropout)."""
-
-    def predict(params: Any, batch: Batch) -> jax.Array:
-        model = nnx.merge(graphdef, params)
-        return model.scores(model(batch["input_ids"], batch["attention_mask"]))
-
-    return predict

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from omnidistill.data.schema import Record
-from omnidistill.eval.metrics import cell_metrics, pearson, regression_metrics, weighted_group_mae
+from omnidistill.eval.correlation import pearson
+from omnidistill.eval.metrics import cell_metrics, regression_metrics, weighted_group_mae
 from omnidistill.eval.report import build_report, report_markdown
 
 

@@ -5,7 +5,8 @@ import itertools
 import numpy as np
 import pytest
 
-from omnidistill.eval.ranking import calibrate_epsilon, kendall_tau_b, pair_counts, rankdata, spearman
+from omnidistill.eval.correlation import rankdata, spearman
+from omnidistill.eval.ranking import calibrate_epsilon, kendall_tau_b, pair_counts
 
 stats = pytest.importorskip("scipy.stats")
 

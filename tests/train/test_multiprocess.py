@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 
-from omnidistill.train.checkpoint import read_state_arrays
+from omnidistill.runs.checkpoint import read_state_arrays
 
 STEPS = 6
 

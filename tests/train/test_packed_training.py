@@ -7,7 +7,7 @@ import jax
 import numpy as np
 
 from omnidistill.cli import main
-from omnidistill.train.checkpoint import read_state_arrays
+from omnidistill.runs.checkpoint import read_state_arrays
 
 
 def packed_args(repo_root, run, *extra):

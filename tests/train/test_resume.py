@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from omnidistill.config import MeshConfig
-from omnidistill.train.checkpoint import CheckpointError, RunCheckpoints, read_state_arrays
-from omnidistill.train.mesh import build_mesh, param_shardings
+from omnidistill.parallel.mesh import build_mesh, param_shardings
+from omnidistill.runs.checkpoint import CheckpointError, RunCheckpoints, read_state_arrays
 from omnidistill.train.state import TrainState
 
 STEPS = 24

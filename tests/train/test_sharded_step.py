@@ -6,8 +6,8 @@ import pytest
 
 from omnidistill.config import MeshConfig
 from omnidistill.models.bert.params import SHARDING_RULES
-from omnidistill.train.loop import init_state
-from omnidistill.train.mesh import MeshError, batch_sharding, build_mesh, global_batch_array, param_specs, replicated
+from omnidistill.parallel.mesh import MeshError, batch_sharding, build_mesh, global_batch_array, param_specs, replicated
+from omnidistill.train.setup import init_state
 from omnidistill.train.step import make_train_step
 from tests.train.helpers import batch_arrays, tiny_setup
 

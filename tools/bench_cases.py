@@ -18,12 +18,12 @@ from jax._src.ad_checkpoint import saved_residuals  # public only as print_saved
 
 from omnidistill.config import LossConfig, MeshConfig, ModelConfig, OptimConfig
 from omnidistill.models.layers import resolve_attention
-from omnidistill.models.regressor import build_regressor
-from omnidistill.train.loop import init_state
+from omnidistill.models.regressor import build_regressor, make_predict_fn
+from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_array, replicated
 from omnidistill.train.memory import compiled_peak_gb, device_peak_gb
-from omnidistill.train.mesh import batch_sharding, build_mesh, global_batch_array, replicated
 from omnidistill.train.optimizer import build_optimizer
-from omnidistill.train.step import make_loss_fn, make_predict_fn, make_train_step
+from omnidistill.train.setup import init_state
+from omnidistill.train.step import make_loss_fn, make_train_step
 
 PEAK_FLOPS = 989e12  # H100 dense bf16, the peer's MFU reference
 CASES: dict[str, tuple[str, dict[str, Any]]] = {

@@ -1,0 +1,1 @@
+"""The device mesh and shardings: one code path from a single CPU to multi-slice pods."""

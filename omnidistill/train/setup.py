@@ -1,0 +1,201 @@
+"""Everything a training run needs before its first step, built from a :class:`Config`: mesh, model,
+data iterator, optimizer, sharded state, the compiled step, checkpoints (restored on ``--resume``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grain
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from omnidistill.config import Config
+from omnidistill.data.pipeline import PackSpec, packed_train_dataset, train_dataset, with_workers
+from omnidistill.data.schema import Record
+from omnidistill.data.splits import load_split
+from omnidistill.data.tokenize import RecordEncoder
+from omnidistill.models.loader import load_model
+from omnidistill.models.registry import get_family
+from omnidistill.models.regressor import make_predict_fn
+from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_array, param_shardings, replicated
+from omnidistill.runs.checkpoint import RunCheckpoints
+from omnidistill.runs.run_dir import check_same_model, save_run_metadata
+from omnidistill.train.optimizer import build_optimizer
+from omnidistill.train.state import TrainState
+from omnidistill.train.step import make_train_step
+
+log = logging.getLogger(__name__)
+BATCH_KEYS = ("input_ids", "attention_mask", "labels", "label_mask", "example_mask")
+PACKED_BATCH_KEYS = (*BATCH_KEYS, "segment_ids")
+
+
+class TrainError(ValueError):
+    """The run cannot start as configured."""
+
+
+def check_batching(cfg: Config, n_batch_shards: int, process_count: int) -> None:
+    b, a = cfg.train.batch_size, cfg.train.grad_accum
+    if a < 1 or b % a:
+        raise TrainError(f"train.batch_size={b} must be divisible by train.grad_accum={a}")
+    if (b // a) % n_batch_shards:
+        raise TrainError(f"train.batch_size/grad_accum={b // a} must be divisible by mesh data x fsdp = {n_batch_shards}")
+    if b % process_count:
+        raise TrainError(f"train.batch_size={b} must be divisible by the number of processes ({process_count})")
+
+
+def mean_example_tokens(records: list, encoder: RecordEncoder, seed: int, sample: int = 2048) -> float:
+    """Mean token count of the training inputs, from a seeded sample of at most ``sample`` records."""
+    rng = np.random.default_rng(seed)
+    picks = rng.choice(len(records), size=min(sample, len(records)), replace=False)
+    return float(np.mean([len(encoder.token_ids(records[int(i)])) for i in picks]))
+
+
+def steps_per_epoch(cfg: Config, records: list, encoder: RecordEncoder) -> int:
+    """Optimizer steps per pass over the training records.
+
+    Packed rows: the rows that a perfect packing of the epoch's tokens would fill (at least
+    records / ``pack_max_segments``), so a packed "epoch" covers slightly fewer examples than a pass.
+    """
+    batch = cfg.train.batch_size
+    if cfg.data.pack_length <= 0:
+        return max(1, len(records) // batch)
+    tokens = len(records) * mean_example_tokens(records, encoder, cfg.train.seed)
+    rows = max(tokens / cfg.data.pack_length, len(records) / cfg.data.pack_max_segments)
+    return max(1, math.ceil(rows / batch))
+
+
+def training_batches(cfg: Config, records: list, encoder: RecordEncoder) -> Any:
+    """The endless, resumable iterator of this process's training batches (plain or packed)."""
+    read = grain.ReadOptions(num_threads=cfg.data.read_threads, prefetch_buffer_size=cfg.data.prefetch_buffer)
+    where = dict(process_index=jax.process_index(), process_count=jax.process_count())
+    if cfg.data.pack_length > 0:
+        pack = PackSpec(cfg.data.pack_length, cfg.data.pack_max_segments, cfg.data.pack_bins)
+        try:
+            ds = packed_train_dataset(
+                records, encoder, global_batch=cfg.train.batch_size, seed=cfg.train.seed, pack=pack, read_options=read, **where
+            )
+        except ValueError as err:
+            raise TrainError(str(err)) from None
+    else:
+        ds = train_dataset(
+            records, encoder, global_batch=cfg.train.batch_size, seed=cfg.train.seed, buckets=cfg.data.length_buckets, **where
+        ).to_iter_dataset(read)
+    return iter(with_workers(ds, cfg.data.workers))
+
+
+def _on_mesh(x: jax.Array, mesh: Any) -> Any:
+    spec = getattr(x.sharding, "spec", None)
+    return jax.sharding.NamedSharding(mesh, spec if spec is not None else jax.sharding.PartitionSpec())
+
+
+def init_state(params: Any, tx: Any, seed: int, mesh: Any, rules: Any) -> TrainState:
+    """Sharded train state: parameters by rule, optimizer state following its parameters."""
+    params = jax.device_put(params, param_shardings(params, mesh, rules))
+    rep = replicated(mesh)
+    # Moments follow their parameter's sharding; scalars (step counts) are replicated over the mesh.
+    opt_state = jax.jit(tx.init)(params)
+    opt_state = jax.tree.map(lambda x: x if x.sharding.is_equivalent_to(_on_mesh(x, mesh), x.ndim) else jax.device_put(x, rep), opt_state)
+    return TrainState(
+        step=jax.device_put(jnp.int32(0), rep),
+        params=params,
+        opt_state=opt_state,
+        rng=jax.device_put(jax.random.PRNGKey(seed), rep),
+    )
+
+
+@dataclasses.dataclass
+class TrainRun:
+    """A run ready for its first (or resumed) step."""
+
+    cfg: Config
+    run_dir: Path
+    mesh: Any
+    encoder: RecordEncoder
+    train_records: list[Record]
+    dev_records: list[Record]
+    skipped_records: int
+    epoch_steps: int
+    total_steps: int
+    state: TrainState
+    start_step: int
+    step_fn: Callable
+    predict_fn: Callable
+    batches: Iterator
+    batch_keys: tuple[str, ...]
+    batch_sharding: Any
+    learning_rates: dict[str, Callable]
+    checkpoints: RunCheckpoints
+
+    def global_batch(self, local: dict[str, np.ndarray]) -> dict[str, jax.Array]:
+        """This process's rows -> the global batch arrays the step consumes."""
+        return {k: global_batch_array(local[k], self.batch_sharding) for k in self.batch_keys}
+
+    def lr_scalars(self, step: int) -> dict[str, float]:
+        return {f"lr_{name}": float(schedule(step)) for name, schedule in self.learning_rates.items()}
+
+
+def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
+    """Build the run described by ``cfg``; with ``resume``, restore its latest checkpoint (state and
+    data iterator). A run directory that already has checkpoints is refused without ``resume``."""
+    run_dir = Path(cfg.train.output_dir)
+    mesh = build_mesh(cfg.mesh)
+    check_batching(cfg, mesh.shape["data"] * mesh.shape["fsdp"], jax.process_count())
+    loaded = load_model(cfg.model, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed)
+    encoder = RecordEncoder(loaded.tokenizer, cfg.data.max_length)
+    if not cfg.data.train and cfg.data.tfds is None:
+        raise TrainError("data.train names no file (or set data.tfds)")
+    train_records, skipped = load_split(cfg.data, "train")
+    dev_records = load_split(cfg.data, "dev")[0]
+    epoch_steps = steps_per_epoch(cfg, train_records, encoder)
+    total_steps = cfg.train.max_steps or max(1, math.ceil(cfg.train.epochs * epoch_steps))
+
+    graphdef, params_state = nnx.split(loaded.model, nnx.Param)
+    tx, schedules = build_optimizer(cfg.optim, params_state.to_pure_dict(), total_steps)
+    state = init_state(params_state.to_pure_dict(), tx, cfg.train.seed, mesh, get_family(cfg.model.family).sharding_rules)
+    state_shardings = jax.tree.map(lambda x: x.sharding, state)
+    b_sharding = batch_sharding(mesh)
+    dropout = cfg.model.dropout if cfg.model.dropout is not None else getattr(loaded.model.arch, "hidden_dropout_prob", 0.0)
+    step_fn = jax.jit(
+        make_train_step(graphdef, tx, loss_cfg=cfg.loss, grad_accum=cfg.train.grad_accum, dropout=dropout > 0),
+        in_shardings=(state_shardings, b_sharding),
+        out_shardings=(state_shardings, replicated(mesh)),
+        donate_argnums=0,
+    )
+    batches = training_batches(cfg, train_records, encoder)
+    checkpoints = RunCheckpoints(run_dir, keep=cfg.checkpoint.keep)
+    start = 0
+    if checkpoints.latest_step() is not None:
+        if not resume:
+            raise TrainError(f"{run_dir} already has checkpoints: pass --resume to continue, or set train.output_dir to a new directory")
+        check_same_model(run_dir, cfg, loaded.hf_config)
+        state, start = checkpoints.restore(state, batches)
+        log.info("resumed from step %d", start)
+    if jax.process_index() == 0:
+        save_run_metadata(run_dir, cfg, loaded.hf_config, loaded.tokenizer)
+    return TrainRun(
+        cfg=cfg,
+        run_dir=run_dir,
+        mesh=mesh,
+        encoder=encoder,
+        train_records=train_records,
+        dev_records=dev_records,
+        skipped_records=skipped,
+        epoch_steps=epoch_steps,
+        total_steps=total_steps,
+        state=state,
+        start_step=start,
+        step_fn=step_fn,
+        predict_fn=jax.jit(make_predict_fn(graphdef)),
+        batches=batches,
+        batch_keys=PACKED_BATCH_KEYS if cfg.data.pack_length > 0 else BATCH_KEYS,
+        batch_sharding=b_sharding,
+        learning_rates=schedules,
+        checkpoints=checkpoints,
+    )
