@@ -187,6 +187,12 @@ class TrainConfig:
     nonfinite: Literal["stop", "skip"] = "stop"
     """A NaN/Inf loss or gradient never updates the parameters; ``stop`` then ends the run with an
     error, ``skip`` counts and goes on."""
+    profile: list[int] = dataclasses.field(default_factory=list)
+    """``[first, last]``: trace training steps first..last (inclusive) with ``jax.profiler`` into RUN/profile/."""
+    early_stopping_patience: int = 0
+    """Stop after this many dev evaluations in a row without improving ``early_stopping_metric`` (0: never)."""
+    early_stopping_metric: Literal["dev_mae", "dev_rmse", "dev_pearson", "dev_acc1"] = "dev_mae"
+    """The dev metric early stopping watches (MAE/RMSE: lower is better; Pearson/Acc@±1: higher)."""
 
 
 @dataclasses.dataclass
@@ -200,6 +206,16 @@ class LossConfig:
     """Weight of an added in-batch pairwise ranking loss (0 disables it)."""
     dimension_weights: list[float] = dataclasses.field(default_factory=lambda: [1.0, 1.0, 1.0, 1.0])
     """Loss weight per dimension (informativeness, clarity, plausibility, faithfulness)."""
+
+
+@dataclasses.dataclass
+class LoggingConfig:
+    tensorboard: bool = True
+    """Write TensorBoard event files (tensorboardX; no TensorFlow) with every logged scalar to RUN/tensorboard/."""
+    wandb: str | None = None
+    """Also log to Weights & Biases under this project (needs the wandb package)."""
+    wandb_mode: Literal["online", "offline", "disabled"] = "online"
+    """W&B mode; ``offline`` writes the run under RUN/wandb/ for a later ``wandb sync``."""
 
 
 @dataclasses.dataclass
@@ -222,6 +238,7 @@ class Config:
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
     eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+    logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
 
 
 # --------------------------------------------------------------------------- conversion

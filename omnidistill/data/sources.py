@@ -22,8 +22,14 @@ def _jsonl_objects(path: Path) -> Iterator[tuple[str, Any]]:
         raw = path.read_bytes()
     except OSError as err:
         raise DataError(f"{path}: cannot read: {err.strerror or err}") from None
-    for lineno, line in enumerate(raw.splitlines(), start=1):
+    # Physical lines end at "\n" only: a lone "\r" inside a line (legal JSON whitespace, or an error in a
+    # string) must not split it, or every later line number shifts. "\r\n" endings and a UTF-8 byte
+    # order mark on the first line are accepted.
+    for lineno, line in enumerate(raw.split(b"\n"), start=1):
         where = f"{path}:{lineno}"
+        line = line.removesuffix(b"\r")
+        if lineno == 1:
+            line = line.removeprefix(b"\xef\xbb\xbf")
         if not line.strip():
             continue
         try:
@@ -47,20 +53,31 @@ def _parquet_objects(path: Path) -> Iterator[tuple[str, Any]]:
     except Exception as err:  # pyarrow raises several error types for corrupt files
         raise DataError(f"{path}: cannot read Parquet: {err}") from None
     for i, row in enumerate(table.to_pylist()):
-        yield f"{path}:row {i}", {k: v for k, v in row.items() if v is not None}
+        yield f"{path}:row {i}", {k: _drop_nulls(v) for k, v in row.items() if v is not None}
+
+
+def _drop_nulls(value: Any) -> Any:
+    """Parquet struct columns give every row every field of the column (null where the row has none):
+    drop those, so one row's unknown label name is that row's error, not every row's."""
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_nulls(v) for v in value]
+    return value
 
 
 def _csv_objects(path: Path) -> Iterator[tuple[str, Any]]:
     """CSV with a header; label dimensions may be columns; empty cells are missing values."""
     import csv
+    import io
 
     from omnidistill.dimensions import DIMENSIONS
 
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
         raise DataError(f"{path}: not valid UTF-8 ({err.reason} at byte {err.start})") from None
-    reader = csv.DictReader(text.splitlines())
+    reader = csv.DictReader(io.StringIO(text, newline=""))  # csv sees the real line breaks (quoted ones included)
     for row in reader:
         where = f"{path}:{reader.line_num}"
         obj: dict[str, Any] = {k: v for k, v in row.items() if k is not None and v not in (None, "") and k not in DIMENSIONS}
@@ -104,7 +121,7 @@ def read_records(
     records: list[Record] = []
     skipped = 0
     for path in paths:
-        n_before = len(records)
+        n_before, skipped_before = len(records), skipped
         for where, obj in iter_objects(path):
             try:
                 if isinstance(obj, DataError):
@@ -115,7 +132,7 @@ def read_records(
                     raise
                 skipped += 1
                 log.debug("skipped %s", err)
-        if len(records) == n_before and not skipped:
+        if len(records) == n_before and skipped == skipped_before:
             raise DataError(f"{path}: no records")
     if skipped:
         log.warning("skipped %d invalid record(s) (data.skip_invalid=true)", skipped)

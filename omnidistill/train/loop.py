@@ -18,11 +18,13 @@ from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.predict import predict_records
 from omnidistill.eval.report import build_report, report_markdown
 from omnidistill.runs.run_dir import atomic_write_text
+from omnidistill.train.early_stopping import EarlyStopping
 from omnidistill.train.memory import device_peak_gb
 from omnidistill.train.metering import WindowMeter
 from omnidistill.train.preemption import PreemptionGuard
+from omnidistill.train.profiling import ProfileWindow
 from omnidistill.train.setup import TrainError, TrainRun, prepare_run
-from omnidistill.train.sinks import JsonlSink, MetricSink, Sinks
+from omnidistill.train.sinks import MetricSink, build_sinks
 
 log = logging.getLogger(__name__)
 
@@ -94,14 +96,15 @@ class BestCheckpoint:
                 self.path.write_text(json.dumps({"step": step, "dev_mae": dev_mae}))
 
 
-def evaluate_dev(run: TrainRun, params: Any, step: int, sink: MetricSink, bar: Any) -> dict:
-    """One dev evaluation: report, log line, progress line."""
+def evaluate_dev(run: TrainRun, params: Any, step: int, sink: MetricSink, bar: Any) -> tuple[dict, dict[str, float]]:
+    """One dev evaluation: the report and its headline scalars (also logged and shown)."""
     report = predict_and_report(run.predict_fn, params, run.dev_records, run.encoder, run.mesh, run.cfg, dev_epsilon(run.run_dir))
     dev_epsilon(run.run_dir, report)
     ov = report["overall"]
-    sink.write(step, {"dev_mae": ov["mae_dims"], "dev_rmse": ov["rmse"], "dev_pearson": ov["pearson"], "dev_acc1": ov["acc1"]})
+    fields = {"dev_mae": ov["mae_dims"], "dev_rmse": ov["rmse"], "dev_pearson": ov["pearson"], "dev_acc1": ov["acc1"]}
+    sink.write(step, fields)
     bar.write(f"step {step}: dev MAE {ov['mae_dims']:.4f} RMSE {ov['rmse']:.4f} r {ov['pearson']:.3f} Acc@±1 {ov['acc1']:.3f}")
-    return report
+    return report, fields
 
 
 def settle(pending: list, first_step: int, policy: str, meter: WindowMeter) -> int:
@@ -122,13 +125,16 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     cadence = Cadence.of(cfg, run)
     log.info("training %d steps (%d per epoch, %d train / %d dev records, %d skipped) on mesh %s", run.total_steps,
              run.epoch_steps, len(run.train_records), len(run.dev_records), run.skipped_records, dict(run.mesh.shape))  # fmt: skip
-    sink = Sinks([JsonlSink(run.run_dir / "train_log.jsonl")])
+    sink = build_sinks(cfg, run.run_dir, run.start_step if resume else None)
     best = BestCheckpoint.load(run.run_dir, resume)
+    stopper = EarlyStopping.load(run.run_dir, cfg.train.early_stopping_metric, cfg.train.early_stopping_patience, resume)
+    profile = ProfileWindow(cfg.train.profile, run.run_dir / "profile")
     bar = tqdm(total=run.total_steps, initial=run.start_step, disable=jax.process_index() != 0, desc="train", dynamic_ncols=True)
-    meter, pending, skipped, last_dev, preempted = WindowMeter(jax.process_count()), [], 0, None, False
+    meter, pending, skipped, last_dev, preempted, stopped = WindowMeter(jax.process_count()), [], 0, None, False, False
     state, step = run.state, run.start_step
     with PreemptionGuard() as guard:
         while step < cadence.total_steps:
+            profile.before(step + 1)
             waited = time.perf_counter()
             local = next(run.batches)
             meter.add_batch(local, time.perf_counter() - waited)
@@ -136,6 +142,7 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
             pending.append(metrics)
             step += 1
             bar.update(1)
+            profile.after(step, metrics)
             preempted = guard.should_stop(step)
             at_log, at_eval, at_ckpt = cadence.log(step), cadence.evaluate(step), cadence.checkpoint(step, preempted)
             if at_log or at_eval or at_ckpt:
@@ -149,16 +156,20 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
                 meter.reset()
             if at_eval:
                 with meter.paused():
-                    last_dev = evaluate_dev(run, state.params, step, sink, bar)
-                    best.offer(run, step, state.params, last_dev["overall"]["mae_dims"])
-            if at_ckpt:
+                    last_dev, dev = evaluate_dev(run, state.params, step, sink, bar)
+                    best.offer(run, step, state.params, dev["dev_mae"])
+                    stopped = stopper.update(step, dev, write=jax.process_index() == 0)
+            if at_ckpt or stopped:
                 run.checkpoints.save(step, state, run.batches)
-            if preempted:
-                bar.write(f"preempted: checkpoint saved at step {step}; continue with --resume")
+            if preempted or stopped:
+                bar.write(f"preempted: checkpoint saved at step {step}; continue with --resume" if preempted else
+                          f"early stopping: {stopper.bad_evals} evaluations without a better {stopper.metric}")  # fmt: skip
                 break
+    profile.close()
     bar.close()
     sink.close()
-    return finish(run, state, step, best, last_dev, preempted, skipped)
+    summary = finish(run, state, step, best, last_dev, preempted, skipped)
+    return {**summary, "early_stopping": {**stopper.summary(), "stopped": stopped}} if cfg.train.early_stopping_patience else summary
 
 
 def finish(run: TrainRun, state: Any, step: int, best: BestCheckpoint, last_dev: dict | None, preempted: bool, skipped: int) -> dict:

@@ -1,11 +1,23 @@
 """Where training metrics go. Every sink takes ``write(step, scalars)``; the loop does not know which
-sinks a run has. ``train_log.jsonl`` is always written; other sinks (TensorBoard, W&B) plug in here."""
+sinks a run has (:func:`build_sinks` reads ``logging.*``). Only process 0 writes.
+
+- ``train_log.jsonl`` (always): one JSON object per line. On resume, lines of steps after the restored
+  checkpoint (steps that are about to be re-done) and a torn last line are dropped first, so the log
+  never repeats a step.
+- TensorBoard (``logging.tensorboard``, default on): event files under ``RUN/tensorboard/`` written
+  with tensorboardX (no TensorFlow); a resumed run writes a purge marker so TensorBoard discards the
+  re-done steps of the earlier file.
+- Weights & Biases (``logging.wandb``: the project name) when the ``wandb`` package is installed;
+  ``logging.wandb_mode: offline`` writes the run locally (sync it later with ``wandb sync``).
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import os
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import jax
 
@@ -19,10 +31,25 @@ class MetricSink(Protocol):
 
 
 class JsonlSink:
-    """One JSON object per line (``{"step": ..., **scalars}``), written by process 0."""
+    """One JSON object per line (``{"step": ..., **scalars}``)."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, resume_step: int | None = None):
         self.path = Path(path)
+        if resume_step is not None and self.path.exists() and jax.process_index() == 0:
+            self.truncate_after(resume_step)
+
+    def truncate_after(self, step: int) -> None:
+        """Keep only complete lines of steps <= ``step`` (atomically)."""
+        kept = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                if json.loads(line)["step"] <= step:
+                    kept.append(line)
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue  # a line torn by a kill
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        os.replace(tmp, self.path)
 
     def write(self, step: int, scalars: dict[str, float]) -> None:
         if jax.process_index() == 0:
@@ -31,6 +58,55 @@ class JsonlSink:
 
     def close(self) -> None:
         pass
+
+
+def _numbers(scalars: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in scalars.items() if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)}
+
+
+class TensorBoardSink:
+    """Every finite scalar as a TensorBoard scalar, grouped as ``train/…``, ``dev/…`` and ``lr/…``."""
+
+    def __init__(self, log_dir: str | Path, resume_step: int | None = None):
+        from tensorboardX import SummaryWriter
+
+        purge = resume_step + 1 if resume_step else None
+        self.writer = SummaryWriter(str(log_dir), purge_step=purge, flush_secs=30)
+
+    @staticmethod
+    def tag(key: str) -> str:
+        if key.startswith("dev_"):
+            return "dev/" + key[4:]
+        if key.startswith("lr_"):
+            return "lr/" + key[3:]
+        return "train/" + key
+
+    def write(self, step: int, scalars: dict[str, float]) -> None:
+        for key, value in _numbers(scalars).items():
+            self.writer.add_scalar(self.tag(key), value, step)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class WandbSink:
+    """Weights & Biases, one run per training run (resumed under the same id)."""
+
+    def __init__(self, project: str, run_dir: Path, config: dict, mode: str, resume: bool):
+        try:
+            import wandb
+        except ImportError:
+            raise ValueError("logging.wandb is set but the wandb package is not installed (pip install wandb)") from None
+        run_id = "".join(c if c.isalnum() else "-" for c in run_dir.resolve().name)[:60]
+        self.run = wandb.init(
+            project=project, dir=str(run_dir), id=run_id, config=config, mode=mode, resume="allow" if resume else None, reinit=True
+        )
+
+    def write(self, step: int, scalars: dict[str, float]) -> None:
+        self.run.log({TensorBoardSink.tag(k): v for k, v in _numbers(scalars).items()}, step=step)
+
+    def close(self) -> None:
+        self.run.finish()
 
 
 class Sinks:
@@ -46,3 +122,17 @@ class Sinks:
     def close(self) -> None:
         for sink in self.sinks:
             sink.close()
+
+
+def build_sinks(cfg: Any, run_dir: Path, resume_step: int | None) -> Sinks:
+    """The sinks ``cfg.logging`` asks for; ``resume_step``: the restored step of a resumed run."""
+    sinks: list[MetricSink] = [JsonlSink(run_dir / "train_log.jsonl", resume_step)]
+    if jax.process_index() != 0:
+        return Sinks(sinks)
+    if cfg.logging.tensorboard:
+        sinks.append(TensorBoardSink(run_dir / "tensorboard", resume_step))
+    if cfg.logging.wandb:
+        import dataclasses
+
+        sinks.append(WandbSink(cfg.logging.wandb, run_dir, dataclasses.asdict(cfg), cfg.logging.wandb_mode, resume_step is not None))
+    return Sinks(sinks)

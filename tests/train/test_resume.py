@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -98,6 +99,9 @@ def test_sigterm_then_sigkill_then_resume_is_bit_identical(tmp_path, repo_root, 
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert max(finished_steps(run)) == STEPS
     assert_bit_identical(final_params(run), uninterrupted)
+    # the log tells the run once: every step exactly once, in order, although steps were re-done
+    logged = [json.loads(line)["step"] for line in (run / "train_log.jsonl").read_text().splitlines()]
+    assert logged == list(range(1, STEPS + 1))
 
 
 # ---------------------------------------------------------------- in-process checkpoint behaviour

@@ -1,0 +1,60 @@
+"""Messy input files (issue 17): line numbers are physical lines, a BOM is fine, one bad Parquet row is
+that row's error, and an empty file is reported whatever was skipped before it."""
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from omnidistill.data.schema import DataError
+from omnidistill.data.sources import read_records
+
+
+def line(i, **extra):
+    return json.dumps({"id": str(i), "candidate": f"c{i}", "labels": {"clarity": 3}, **extra})
+
+
+def test_a_lone_carriage_return_does_not_shift_line_numbers(tmp_path):
+    path = tmp_path / "x.jsonl"
+    good = line(1).replace('"id"', '\r"id"')  # \r as JSON whitespace inside line 1
+    path.write_bytes((good + "\n" + line(2) + "\r\n" + '{"candidate": "x", "labels": {"clarity": 9}}\n').encode())
+    with pytest.raises(DataError, match=r"x\.jsonl:3: labels\.clarity=9"):
+        read_records([str(path)])
+    records, skipped = read_records([str(path)], skip_invalid=True)
+    assert [r.id for r in records] == ["1", "2"] and skipped == 1
+
+
+def test_utf8_bom_is_accepted_in_jsonl_and_csv(tmp_path):
+    jsonl = tmp_path / "bom.jsonl"
+    jsonl.write_bytes(b"\xef\xbb\xbf" + (line(1) + "\n").encode())
+    assert read_records([str(jsonl)])[0][0].id == "1"
+    csv = tmp_path / "bom.csv"
+    csv.write_bytes(b"\xef\xbb\xbfid,candidate,clarity\n7,hello,4\n")
+    assert read_records([str(csv)])[0][0].id == "7"
+
+
+def test_csv_quoted_line_breaks_keep_physical_line_numbers(tmp_path):
+    path = tmp_path / "q.csv"
+    path.write_text('id,candidate,clarity\n1,"two\nlines",4\n2,ok,nine\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"q\.csv:4: clarity must be a number"):
+        read_records([str(path)])
+
+
+def test_one_unknown_label_in_one_parquet_row_is_that_rows_error(tmp_path):
+    path = tmp_path / "x.parquet"
+    rows = [{"id": str(i), "candidate": f"c{i}", "labels": {"clarity": 3.0, "fluency": 2.0 if i == 2 else None}} for i in range(4)]
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    with pytest.raises(DataError, match=r"x\.parquet:row 2: labels has unknown dimension\(s\) fluency"):
+        read_records([str(path)])
+    records, skipped = read_records([str(path)], skip_invalid=True)
+    assert [r.id for r in records] == ["0", "1", "3"] and skipped == 1
+
+
+def test_an_empty_file_after_skipped_records_is_reported(tmp_path):
+    bad = tmp_path / "a.jsonl"
+    bad.write_text(line(1) + "\n" + '{"candidate": ""}\n')
+    empty = tmp_path / "b.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(DataError, match=r"b\.jsonl: no records"):
+        read_records([str(bad), str(empty)], skip_invalid=True)

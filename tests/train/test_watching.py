@@ -1,0 +1,95 @@
+"""Watching a run (issue 17): TensorBoard events with every logged scalar, a log without repeated steps
+after a resume, W&B in offline mode, a jax.profiler window, and early stopping with patience."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from omnidistill.config import load_config
+from omnidistill.train.early_stopping import EarlyStopping
+from omnidistill.train.loop import train
+from omnidistill.train.sinks import JsonlSink, TensorBoardSink
+
+
+def read_events(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """tag -> [(step, value)] from TensorBoard event files (TFRecord framing, CRCs checked)."""
+    from tensorboardX.proto import event_pb2
+    from tensorboardX.record_writer import masked_crc32c
+
+    scalars: dict[str, list[tuple[int, float]]] = {}
+    for path in sorted(log_dir.glob("events.out.tfevents.*")):
+        data = path.read_bytes()
+        pos = 0
+        while pos < len(data):
+            header = data[pos : pos + 8]
+            (length,) = struct.unpack("<Q", header)
+            assert struct.unpack("<I", data[pos + 8 : pos + 12])[0] == masked_crc32c(header)
+            payload = data[pos + 12 : pos + 12 + length]
+            assert struct.unpack("<I", data[pos + 12 + length : pos + 16 + length])[0] == masked_crc32c(payload)
+            pos += 16 + length
+            event = event_pb2.Event.FromString(payload)
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
+    return scalars
+
+
+def test_tensorboard_sink_writes_every_finite_scalar(tmp_path):
+    sink = TensorBoardSink(tmp_path / "tb")
+    sink.write(5, {"loss": 1.5, "tokens_per_s": 1000.0, "lr_encoder": 2e-5, "grad_norm": float("nan")})
+    sink.write(10, {"dev_mae": 0.8})
+    sink.close()
+    events = read_events(tmp_path / "tb")
+    assert events["train/loss"] == [(5, 1.5)] and events["dev/mae"] == [(10, pytest.approx(0.8))]
+    assert events["lr/encoder"][0][1] == pytest.approx(2e-5) and "train/grad_norm" not in events
+
+
+def test_jsonl_log_drops_redone_steps_and_a_torn_line_on_resume(tmp_path):
+    path = tmp_path / "train_log.jsonl"
+    path.write_text("".join(json.dumps({"step": s, "loss": 1.0}) + "\n" for s in (2, 4, 6, 8)) + '{"step": 10, "lo')
+    JsonlSink(path, resume_step=4).write(6, {"loss": 0.5})
+    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [2, 4, 6]
+
+
+def test_early_stopping_counts_each_evaluation_once_across_a_resume(tmp_path):
+    stop = EarlyStopping.load(tmp_path, "dev_pearson", 2, resume=False)
+    assert not stop.update(2, {"dev_pearson": 0.3}) and not stop.update(4, {"dev_pearson": 0.2})
+    again = EarlyStopping.load(tmp_path, "dev_pearson", 2, resume=True)  # killed after step 4's evaluation
+    assert not again.update(4, {"dev_pearson": 0.2})  # re-done after the resume: not counted twice
+    assert again.update(6, {"dev_pearson": 0.25}) and again.best_step == 2
+    with pytest.raises(ValueError, match="early_stopping_metric"):
+        EarlyStopping.load(tmp_path, "dev_loss", 2, resume=False)
+
+
+def test_training_stops_early_writes_tensorboard_and_a_profile(repo_root, tmp_path):
+    cfg = load_config(
+        repo_root / "configs" / "tiny.yaml",
+        [f"train.output_dir={tmp_path / 'run'}", "train.max_steps=40", "train.eval_every_steps=2", "train.log_every_steps=2",
+         "optim.lr=0.0", "optim.head_lr=0.0", "train.early_stopping_patience=2", "train.profile=[3,4]"],
+    )  # fmt: skip
+    summary = train(cfg)
+    # with a zero learning rate no evaluation after the first improves: stop at the third (step 6)
+    assert summary["steps"] == 6 and summary["early_stopping"]["stopped"] and summary["early_stopping"]["best_step"] == 2
+    events = read_events(tmp_path / "run" / "tensorboard")
+    assert [s for s, _ in events["dev/mae"]] == [2, 4, 6] and [s for s, _ in events["train/loss"]] == [2, 4, 6]
+    logged = [json.loads(line) for line in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
+    dev = [r["dev_mae"] for r in logged if "dev_mae" in r]
+    assert np.allclose([v for _, v in events["dev/mae"]], dev)
+    assert list((tmp_path / "run" / "profile").rglob("*.xplane.pb"))
+
+
+def test_wandb_offline_run(repo_root, tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    cfg = load_config(
+        repo_root / "configs" / "tiny.yaml",
+        [f"train.output_dir={tmp_path / 'run'}", "train.max_steps=2", "train.eval_every_steps=2", "train.log_every_steps=1",
+         "logging.wandb=omnidistill-test", "logging.wandb_mode=offline", "logging.tensorboard=false"],
+    )  # fmt: skip
+    train(cfg)
+    runs = list((tmp_path / "run" / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1 and list(runs[0].glob("*.wandb"))
