@@ -129,7 +129,7 @@ def _export(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from omnidistill.export.hf_import import import_hf
 
-    summary = import_hf(args.source, args.run_dir, require_head=args.require_head)
+    summary = import_hf(args.source, args.run_dir, require_head=args.require_head, overwrite=args.overwrite)
     note = f"; left at random init: {', '.join(summary['random_init'])}" if summary["random_init"] else ""
     print(f"imported {args.source} ({summary['family']}) into {summary['run_dir']}{note}")
     return 0
@@ -238,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("source", help="HF model folder or hub id (BertModel, or BertForSequenceClassification with 4 labels)")
     p.add_argument("run_dir", help="run directory to create")
     p.add_argument("--require-head", action="store_true", help="fail unless pooler and 4-label classifier weights are present")
+    p.add_argument("--overwrite", action="store_true", help="replace RUN_DIR if it already holds files (everything in it is removed)")
     p.set_defaults(func=_import)
     return parser
 

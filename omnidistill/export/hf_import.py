@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,17 @@ from omnidistill.runs.run_dir import save_run_metadata
 log = logging.getLogger(__name__)
 
 
-def import_hf(source: str, run_dir: str | Path, *, require_head: bool = False) -> dict[str, Any]:
-    """Convert ``source`` into a run directory at ``run_dir``; returns what was imported."""
+def import_hf(source: str, run_dir: str | Path, *, require_head: bool = False, overwrite: bool = False) -> dict[str, Any]:
+    """Convert ``source`` into a run directory at ``run_dir``; returns what was imported.
+
+    A ``run_dir`` that already holds files is refused unless ``overwrite``, which removes it first
+    (so nothing of the old run, checkpoints included, survives next to the imported weights).
+    """
+    run_dir = Path(run_dir)
+    if run_dir.exists() and any(run_dir.iterdir()):
+        if not overwrite:
+            raise ValueError(f"{run_dir} is not empty (an existing run?): choose a new directory, or pass --overwrite to replace it")
+        shutil.rmtree(run_dir)
     folder = resolve_hf_dir(source)
     hf_config = read_hf_config(folder)
     model_type = hf_config.get("model_type")
@@ -36,12 +46,13 @@ def import_hf(source: str, run_dir: str | Path, *, require_head: bool = False) -
     has_head = family.hf_class in hf_config.get("architectures", [])
     if has_head and num_labels not in (None, 4):
         raise ValueError(f"{folder}: classifier has {num_labels} labels; an omnidistill scorer needs 4")
+    if has_head or require_head:
+        family.check_head_config(hf_config)
     model_cfg = ModelConfig(family=family.name, tokenizer=str(folder))
     model = build_regressor(model_cfg, hf_config)
     groups = ("encoder", "pooler", "classifier") if (has_head or require_head) else ("encoder",)
     absent = load_hf_weights(model, read_hf_tensors(folder), required_groups=groups)
     tokenizer = load_tokenizer(str(folder))
-    run_dir = Path(run_dir)
     cfg = Config(model=dataclasses.replace(model_cfg, tokenizer=None, init_from=str(folder)))
     cfg.train.output_dir = str(run_dir)
     save_run_metadata(run_dir, cfg, hf_config, tokenizer)

@@ -32,6 +32,9 @@ class Family:
     ignorable_prefixes: tuple[str, ...] = ()
     sharding_rules: tuple[tuple[str, tuple[str | None, ...]], ...] = ()
     """(path regex, axis per dimension) tensor-parallel rules; unmatched matrices get FSDP by default."""
+    check_head_config: Callable[[dict[str, Any]], None] = lambda hf: None
+    """Refuses, by field name, HF classification-head settings the port's pooler + head do not implement
+    (called when a ``*ForSequenceClassification`` head is imported; a backbone's copy is irrelevant)."""
 
 
 FAMILIES: dict[str, Family] = {
@@ -66,6 +69,7 @@ FAMILIES: dict[str, Family] = {
         weight_table=modernbert_params.weight_table,
         hf_class=modernbert_params.HF_CLASS,
         ignorable_prefixes=modernbert_params.IGNORABLE_PREFIXES,
+        check_head_config=modernbert_config.check_head_config,
         sharding_rules=modernbert_params.SHARDING_RULES,
     ),
 }

@@ -177,3 +177,39 @@ def test_push_to_hub_uses_env_token_only(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "secret")
     assert push_folder(tmp_path, "me/scorer") == "https://hub.example/commit/1"
     assert calls == {"token": "secret", "repo": "me/scorer", "folder": str(tmp_path)}
+
+
+def test_modernbert_mean_pooled_classifier_is_refused_by_name(tmp_path, tiny_tokenizer_dir):
+    """Its head would be run with [CLS] pooling and score differently: refused, never imported silently."""
+    folder = save_tiny(tmp_path / "hf", "ModernBert", MODERNBERT, classification=True, vocab_size=1024, classifier_pooling="mean")
+    transformers.AutoTokenizer.from_pretrained(tiny_tokenizer_dir).save_pretrained(folder)
+    with pytest.raises(ValueError, match="classifier_pooling='mean' is not supported"):
+        import_hf(str(folder), tmp_path / "run")
+    assert main(["import", str(folder), str(tmp_path / "run2")]) == 2
+    backbone = save_tiny(tmp_path / "bb", "ModernBert", MODERNBERT, vocab_size=1024, classifier_pooling="mean")
+    transformers.AutoTokenizer.from_pretrained(tiny_tokenizer_dir).save_pretrained(backbone)
+    assert import_hf(str(backbone), tmp_path / "run3")["family"] == "modernbert"  # a backbone's head setting is irrelevant
+
+
+def test_import_into_an_existing_run_needs_overwrite_and_replaces_everything(tmp_path, tiny_tokenizer_dir):
+    from omnidistill.scorer import Scorer
+
+    first, second = (save_tiny_bert(tmp_path / f"hf{s}", classification=True, seed=s, vocab_size=1024) for s in (1, 2))
+    for folder in (first, second):
+        transformers.AutoTokenizer.from_pretrained(tiny_tokenizer_dir).save_pretrained(folder)
+    run = tmp_path / "run"
+    import_hf(str(first), run)
+    (run / "stale.txt").write_text("from the old run")
+    with pytest.raises(ValueError, match="not empty"):
+        import_hf(str(second), run)
+    assert main(["import", str(second), str(run)]) == 2
+    assert main(["import", str(second), str(run), "--overwrite"]) == 0
+    assert not (run / "stale.txt").exists()
+    # the run now scores like the second model (checked against its PyTorch forward), not the first
+    text = ["the answer is paris"]
+    ours = Scorer.load(str(run)).score(candidates=text)[0]
+    tok = transformers.AutoTokenizer.from_pretrained(second)
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(second).eval()
+    with torch.no_grad():
+        reference = 1 + 4 * torch.sigmoid(model(**tok(text, return_tensors="pt")).logits)[0].numpy()
+    np.testing.assert_allclose(list(ours.values()), reference, atol=1e-4)

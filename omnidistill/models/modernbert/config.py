@@ -90,3 +90,15 @@ class ModernBertConfig:
 
     def with_dropout(self, rate: float) -> ModernBertConfig:
         return dataclasses.replace(self, embedding_dropout=rate, attention_dropout=rate, mlp_dropout=rate, classifier_dropout=rate)
+
+
+def check_head_config(hf: dict[str, Any]) -> None:
+    """The port's classification head pools [CLS] (``ModernBertPooler``: dense, activation, norm). A
+    checkpoint trained with ``classifier_pooling='mean'`` would score differently through it, so its
+    head is refused by name (a backbone's ``classifier_pooling`` does not matter: its head is new)."""
+    pooling = hf.get("classifier_pooling") or "cls"
+    if pooling != "cls":
+        raise UnsupportedConfigError(
+            f"classifier_pooling={pooling!r} is not supported for an imported classification head (the port pools [CLS]); "
+            "import the backbone without its head, or use a checkpoint trained with classifier_pooling='cls'"
+        )
