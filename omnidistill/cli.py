@@ -46,6 +46,7 @@ def _eval(args: argparse.Namespace) -> int:
         plots=not args.no_plots,
         compare=compare,
         lang_weights=args.lang_weights,
+        skip_invalid=True if args.skip_invalid else None,
     )
     print(report_markdown(report, f"{args.split}: {report['meta']['items']} items, step {report['meta']['step']}"))
     if compare:
@@ -175,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="rwg null variance: uniform (2) or maximum disagreement (4)",
     )
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--skip-invalid", action="store_true", help="skip malformed records (counted in the report) instead of stopping")
     p.add_argument(
         "--lang-weights",
         metavar="FILE",

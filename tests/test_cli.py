@@ -93,3 +93,19 @@ def test_resume_with_a_different_model_is_refused(trained_run, capsys):
     assert main([*args, "model.arch.hidden_size=32", "--resume"]) == 2
     err = capsys.readouterr().err
     assert "different model" in err and "hidden_size: checkpoint 64 != config 32" in err
+
+
+def test_input_counts_reach_the_log_and_eval_skips_invalid_on_request(trained_run, tmp_path, repo_root):
+    run, _ = trained_run
+    first = json.loads((run / "train_log.jsonl").read_text().splitlines()[0])
+    assert {"skipped_train", "skipped_dev", "truncated_train", "truncated_dev"} <= set(first) and first["skipped_train"] == 0
+    rows = (repo_root / "data" / "sample" / "test.jsonl").read_text().splitlines()[:20]
+    long = json.loads(rows[0]) | {"id": "long", "candidate": "word " * 400}
+    data = tmp_path / "messy.jsonl"
+    data.write_text("\n".join([*rows, '{"candidate": "x", "labels": {"clarity": 7}}', json.dumps(long)]) + "\n")
+    args = ["eval", str(run), "--data", str(data), "--out", str(tmp_path / "ev"), "--bootstrap", "0", "--no-plots"]
+    assert main(args) == 2  # the bad line stops it, naming the file and line
+    assert main([*args, "--skip-invalid"]) == 0
+    meta = json.loads((tmp_path / "ev" / "test.json").read_text())["meta"]
+    assert meta["items"] == 21 and meta["skipped_records"] == 1 and meta["truncated_inputs"] >= 1
+    assert "1 invalid record(s) skipped" in (tmp_path / "ev" / "test.md").read_text()

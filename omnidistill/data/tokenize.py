@@ -74,3 +74,24 @@ class RecordEncoder:
         mask = np.array([v is not None for v in record.labels], dtype=np.float32)
         assert labels.shape == (NUM_DIMENSIONS,)
         return {"input_ids": self.token_ids(record), "labels": labels, "label_mask": mask}
+
+
+def count_truncated(encoder: RecordEncoder, records: list[Record], *, sample: int | None = None, seed: int = 0) -> dict[str, Any]:
+    """How many inputs exceed ``max_length`` and are truncated (context first) when encoded.
+
+    Exact over all ``records``, or, when ``sample`` is smaller than their number, over a seeded
+    uniform sample (``sampled: true``; the count is then scaled to the whole set).
+    """
+    picks = np.arange(len(records))
+    if sample is not None and len(records) > sample:
+        picks = np.sort(np.random.default_rng(seed).choice(len(records), size=sample, replace=False))
+    fields = [record_fields(records[int(i)]) for i in picks]
+    flat = [text for f in fields for text in f]
+    lengths = [len(ids) for ids in encoder.tokenizer(flat, add_special_tokens=False)["input_ids"]] if flat else []
+    truncated, pos = 0, 0
+    for f in fields:
+        n = len(f)
+        truncated += int(sum(lengths[pos : pos + n]) > encoder.max_length - 1 - n)
+        pos += n
+    scale = len(records) / max(len(picks), 1)
+    return {"truncated": round(truncated * scale), "of": len(records), "sampled": len(picks) < len(records)}

@@ -204,6 +204,12 @@ def report_markdown(report: dict, title: str = "Evaluation") -> str:
             kappa = cl.get("cohen_kappa_vs_reference", {}).get(lang, {})
             lines.append(f"| {lang} | {v['groups']} | {_fmt(v['mean_abs'])} | " + " | ".join(_fmt(kappa.get(d)) for d in DIMENSIONS) + " |")
         lines.append("")
+    meta = report.get("meta", {})
+    if meta.get("skipped_records") or meta.get("truncated_inputs"):
+        lines.append(
+            f"Inputs: {meta.get('skipped_records', 0)} invalid record(s) skipped; "
+            f"{meta.get('truncated_inputs', 0)} input(s) truncated to the model's max length."
+        )
     if "meta" in report and "seconds_per_1000" in report["meta"]:
         lines.append(f"Throughput: {report['meta']['seconds_per_1000']:.3f} s per 1,000 items on {report['meta'].get('device', '?')}.")
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import jax
 from omnidistill.config import MeshConfig
 from omnidistill.data.sources import read_records
 from omnidistill.data.splits import load_split
-from omnidistill.data.tokenize import RecordEncoder
+from omnidistill.data.tokenize import RecordEncoder, count_truncated
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.compare import compare_judges, comparison_markdown, load_predictions
 from omnidistill.eval.metrics import load_group_weights
@@ -21,6 +22,8 @@ from omnidistill.eval.report import build_report, write_report
 from omnidistill.models.regressor import make_predict_fn
 from omnidistill.parallel.mesh import build_mesh, replicated
 from omnidistill.runs.load import load_trained
+
+log = logging.getLogger(__name__)
 
 
 def evaluate_run(
@@ -36,21 +39,31 @@ def evaluate_run(
     plots: bool = True,
     compare: dict[str, str] | None = None,
     lang_weights: str | None = None,
+    skip_invalid: bool | None = None,
 ) -> dict:
     """Score ``files`` (default: the run config's ``data.<split>``) and write ``<split>.json/.md`` reports,
-    PNG plots, predictions, and with ``compare`` (name -> prediction file) a side-by-side judge table."""
+    PNG plots, predictions, and with ``compare`` (name -> prediction file) a side-by-side judge table.
+    ``skip_invalid`` (default: the run's ``data.skip_invalid``) skips malformed records and counts them;
+    the report's ``meta`` has the skipped and truncated counts."""
     run_dir = Path(run_dir)
     cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint)
+    if skip_invalid is not None:
+        cfg.data.skip_invalid = skip_invalid
     if files:
-        records, _ = read_records(files, skip_invalid=cfg.data.skip_invalid)
+        records, skipped = read_records(files, skip_invalid=cfg.data.skip_invalid)
     else:
-        records, _ = load_split(cfg.data, split)
+        records, skipped = load_split(cfg.data, split)
         files = (
             list(getattr(cfg.data, split)) or [f"tfds:{cfg.data.tfds.name}/{split}"] if cfg.data.tfds else list(getattr(cfg.data, split))
         )
     if not records:
         raise ValueError(f"nothing to evaluate: pass --data or set data.{split} (or data.tfds) in the run config")
     encoder = RecordEncoder(tokenizer, cfg.data.max_length)
+    truncated = count_truncated(encoder, records)["truncated"]
+    if truncated:
+        log.warning(
+            "%d of %d inputs exceed data.max_length=%d and are truncated, context first", truncated, len(records), cfg.data.max_length
+        )
     mesh = build_mesh(MeshConfig())
     params = jax.device_put(params, replicated(mesh))
     predict_fn = jax.jit(make_predict_fn(graphdef))
@@ -72,6 +85,8 @@ def evaluate_run(
         "step": step,
         "files": list(files),
         "items": len(records),
+        "skipped_records": skipped,
+        "truncated_inputs": truncated,
         "device": jax.devices()[0].device_kind,
         "seconds_per_1000": 1000 * seconds / len(records),
     }

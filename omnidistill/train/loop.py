@@ -132,6 +132,7 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     bar = tqdm(total=run.total_steps, initial=run.start_step, disable=jax.process_index() != 0, desc="train", dynamic_ncols=True)
     meter, pending, skipped, last_dev, preempted, stopped = WindowMeter(jax.process_count()), [], 0, None, False, False
     state, step = run.state, run.start_step
+    first_line = run.data_scalars() if run.start_step == 0 else {}  # the run's input counts, logged once
     with PreemptionGuard() as guard:
         while step < cadence.total_steps:
             profile.before(step + 1)
@@ -152,8 +153,9 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
                 scalars = meter.scalars()
                 bar.set_postfix(loss=f"{scalars['loss']:.4f}", tok_s=f"{scalars['tokens_per_s']:,.0f}")
                 memory = {"device_peak_gb": peak} if (peak := device_peak_gb()) is not None else {}
-                sink.write(step, {**scalars, **memory, "skipped_updates": skipped, **run.lr_scalars(step)})
+                sink.write(step, {**scalars, **memory, "skipped_updates": skipped, **run.lr_scalars(step), **first_line})
                 meter.reset()
+                first_line = {}
             if at_eval:
                 with meter.paused():
                     last_dev, dev = evaluate_dev(run, state.params, step, sink, bar)
@@ -186,6 +188,7 @@ def finish(run: TrainRun, state: Any, step: int, best: BestCheckpoint, last_dev:
         print(text)
     return {
         "steps": step,
+        "data": run.data_counts,
         "best_dev_mae": best.mae if math.isfinite(best.mae) else None,
         "run_dir": str(run.run_dir),
         "preempted": preempted,

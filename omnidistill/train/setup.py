@@ -20,7 +20,7 @@ from omnidistill.config import Config
 from omnidistill.data.pipeline import PackSpec, packed_train_dataset, train_dataset, with_workers
 from omnidistill.data.schema import Record
 from omnidistill.data.splits import load_split
-from omnidistill.data.tokenize import RecordEncoder
+from omnidistill.data.tokenize import RecordEncoder, count_truncated
 from omnidistill.models.loader import load_model
 from omnidistill.models.registry import get_family
 from omnidistill.models.regressor import make_predict_fn
@@ -90,6 +90,24 @@ def training_batches(cfg: Config, records: list, encoder: RecordEncoder) -> Any:
     return iter(with_workers(ds, cfg.data.workers))
 
 
+TRUNCATION_SAMPLE = 20_000
+
+
+def input_counts(encoder: RecordEncoder, train: list, dev: list, skipped: dict[str, int], seed: int) -> dict[str, dict]:
+    """Skipped records and truncated inputs per split, with a warning for either (training counts
+    truncation on a seeded sample of at most 20,000 records)."""
+    truncation = {"train": count_truncated(encoder, train, sample=TRUNCATION_SAMPLE, seed=seed), "dev": count_truncated(encoder, dev)}
+    for split, t in truncation.items():
+        if t["truncated"]:
+            estimate = " (estimated from a sample)" if t["sampled"] else ""
+            log.warning("%s: %d of %d inputs exceed data.max_length=%d and are truncated, context first%s",
+                        split, t["truncated"], t["of"], encoder.max_length, estimate)  # fmt: skip
+    for split, n in skipped.items():
+        if n:
+            log.warning("%s: %d invalid record(s) skipped (data.skip_invalid=true)", split, n)
+    return {"skipped": dict(skipped), "truncated": {split: t["truncated"] for split, t in truncation.items()}}
+
+
 def _on_mesh(x: jax.Array, mesh: Any) -> Any:
     spec = getattr(x.sharding, "spec", None)
     return jax.sharding.NamedSharding(mesh, spec if spec is not None else jax.sharding.PartitionSpec())
@@ -121,6 +139,8 @@ class TrainRun:
     train_records: list[Record]
     dev_records: list[Record]
     skipped_records: int
+    data_counts: dict[str, dict]
+    """Per split: records skipped as invalid, and inputs truncated to data.max_length."""
     epoch_steps: int
     total_steps: int
     state: TrainState
@@ -137,6 +157,10 @@ class TrainRun:
         """This process's rows -> the global batch arrays the step consumes."""
         return {k: global_batch_array(local[k], self.batch_sharding) for k in self.batch_keys}
 
+    def data_scalars(self) -> dict[str, float]:
+        """The input counts as log scalars (``skipped_train``, ``truncated_dev``, ...)."""
+        return {f"{kind}_{split}": count for kind, per in self.data_counts.items() for split, count in per.items()}
+
     def lr_scalars(self, step: int) -> dict[str, float]:
         return {f"lr_{name}": float(schedule(step)) for name, schedule in self.learning_rates.items()}
 
@@ -152,7 +176,8 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     if not cfg.data.train and cfg.data.tfds is None:
         raise TrainError("data.train names no file (or set data.tfds)")
     train_records, skipped = load_split(cfg.data, "train")
-    dev_records = load_split(cfg.data, "dev")[0]
+    dev_records, dev_skipped = load_split(cfg.data, "dev")
+    data_counts = input_counts(encoder, train_records, dev_records, {"train": skipped, "dev": dev_skipped}, cfg.train.seed)
     epoch_steps = steps_per_epoch(cfg, train_records, encoder)
     total_steps = cfg.train.max_steps or max(1, math.ceil(cfg.train.epochs * epoch_steps))
 
@@ -187,6 +212,7 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
         train_records=train_records,
         dev_records=dev_records,
         skipped_records=skipped,
+        data_counts=data_counts,
         epoch_steps=epoch_steps,
         total_steps=total_steps,
         state=state,

@@ -58,3 +58,20 @@ def test_an_empty_file_after_skipped_records_is_reported(tmp_path):
     empty.write_text("\n")
     with pytest.raises(DataError, match=r"b\.jsonl: no records"):
         read_records([str(bad), str(empty)], skip_invalid=True)
+
+
+def test_truncation_is_counted_exactly_and_from_a_sample():
+    from omnidistill.data.schema import Record
+    from omnidistill.data.tokenize import RecordEncoder, count_truncated
+    from omnidistill.models.loader import load_tokenizer
+
+    tokenizer = load_tokenizer(str(__import__("pathlib").Path(__file__).resolve().parents[2] / "assets" / "tiny-wordpiece"))
+    encoder = RecordEncoder(tokenizer, max_length=16)
+    short = Record(id="s", task="qa", lang="en", candidate="yes", question="why")
+    long = Record(id="l", task="qa", lang="en", candidate="the answer " * 10, question="why")
+    records = [short, long, short, long, long]
+    assert count_truncated(encoder, records) == {"truncated": 3, "of": 5, "sampled": False}
+    # the counter agrees with what the encoder does: an input is truncated iff its ids hit max_length
+    assert [len(encoder.token_ids(r)) == 16 for r in records] == [False, True, False, True, True]
+    sampled = count_truncated(encoder, records * 40, sample=50, seed=1)
+    assert sampled["sampled"] and sampled["of"] == 200 and 80 <= sampled["truncated"] <= 160
