@@ -187,6 +187,8 @@ class TrainConfig:
     nonfinite: Literal["stop", "skip"] = "stop"
     """A NaN/Inf loss or gradient never updates the parameters; ``stop`` then ends the run with an
     error, ``skip`` counts and goes on."""
+    preemption_check_every: int = 10
+    """Multi-process runs share a SIGTERM seen by one process through an all-gather every this many steps."""
     profile: list[int] = dataclasses.field(default_factory=list)
     """``[first, last]``: trace training steps first..last (inclusive) with ``jax.profiler`` into RUN/profile/."""
     early_stopping_patience: int = 0

@@ -133,7 +133,7 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     meter, pending, skipped, last_dev, preempted, stopped = WindowMeter(jax.process_count()), [], 0, None, False, False
     state, step = run.state, run.start_step
     first_line = run.data_scalars() if run.start_step == 0 else {}  # the run's input counts, logged once
-    with PreemptionGuard() as guard:
+    with PreemptionGuard(every=cfg.train.preemption_check_every) as guard:
         while step < cadence.total_steps:
             profile.before(step + 1)
             waited = time.perf_counter()

@@ -1,8 +1,10 @@
 """Preemption: SIGTERM asks the loop to checkpoint at the next step boundary and exit cleanly.
 
 Single process: a signal handler sets a flag. Multi-process: JAX's coordination service propagates the
-notice and ``multihost_utils.reached_preemption_sync_point`` makes every process stop at the same step;
-without that service, processes agree through an all-gather of their flags.
+notice and ``multihost_utils.reached_preemption_sync_point`` (cheap, called every step) makes every
+process stop at the same step; a notice that only this process's signal handler saw is shared through
+an all-gather of the flags, done every ``train.preemption_check_every`` steps (the same steps on every
+process, so the collective lines up) rather than every step.
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ log = logging.getLogger(__name__)
 class PreemptionGuard:
     """Context manager: ``should_stop(step)`` is True once a stop was requested (on any process)."""
 
-    def __init__(self, signals: tuple[int, ...] = (signal.SIGTERM,)):
+    def __init__(self, signals: tuple[int, ...] = (signal.SIGTERM,), every: int = 10):
+        if every < 1:
+            raise ValueError(f"train.preemption_check_every={every} must be at least 1")
         self.signals = signals
+        self.every = every
         self.requested = False
         self._previous: dict[int, object] = {}
 
@@ -45,9 +50,11 @@ class PreemptionGuard:
         if jax.process_count() == 1:
             return self.requested
         try:
-            return bool(multihost_utils.reached_preemption_sync_point(step)) or self._any_process_requested()
+            if multihost_utils.reached_preemption_sync_point(step):
+                return True
         except RuntimeError:  # no preemption sync manager in this runtime
-            return self._any_process_requested()
+            pass
+        return step % self.every == 0 and self._any_process_requested()
 
     def _any_process_requested(self) -> bool:
         flags = multihost_utils.process_allgather(np.array([self.requested], np.int32))
