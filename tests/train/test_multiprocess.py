@@ -90,3 +90,58 @@ def test_two_processes_equal_one(tmp_path, repo_root, single):
     assert multi_dev == pytest.approx(single_dev, abs=1e-5)
     names = sorted(p.name for p in (run / "checkpoints" / str(STEPS) / "data").iterdir() if p.name.startswith("process_"))
     assert names == ["process_0-of-2.json", "process_1-of-2.json"]  # one grain iterator state per process
+
+
+def test_slurm_one_task_per_node_sees_every_local_gpu():
+    from omnidistill.train.distributed import slurm_local_device_ids
+
+    node = {"SLURM_JOB_ID": "7", "SLURM_NTASKS": "2", "SLURM_STEP_NUM_NODES": "2", "SLURM_GPUS_ON_NODE": "8"}
+    assert slurm_local_device_ids(node) == list(range(8))
+    assert slurm_local_device_ids({**node, "SLURM_NTASKS": "16"}) is None  # one task per GPU: JAX's own choice is right
+    assert slurm_local_device_ids({**node, "JAX_LOCAL_DEVICE_IDS": "0,1"}) is None
+    assert slurm_local_device_ids({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "1", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}) == [0, 1, 2, 3]
+    assert slurm_local_device_ids({}) is None
+
+
+SLURM_PROBE = """
+import json, jax
+from omnidistill.train.distributed import maybe_initialize_distributed
+from omnidistill.config import MeshConfig
+from omnidistill.parallel.mesh import build_mesh
+assert maybe_initialize_distributed()
+mesh = build_mesh(MeshConfig(data=-1))
+print(json.dumps({"process": jax.process_index(), "processes": jax.process_count(),
+                  "visible": jax.config.values.get("jax_cuda_visible_devices"),
+                  "local_in_mesh": sorted(d.id for d in mesh.devices.flat if d.process_index == jax.process_index()),
+                  "local": sorted(d.id for d in jax.local_devices()), "mesh_size": int(mesh.devices.size)}))
+"""
+
+
+def test_simulated_slurm_job_puts_every_local_device_in_the_mesh():
+    """Two processes with a SLURM job's environment (one task per node, 2 devices each): JAX's own
+    detection would restrict each to device SLURM_LOCALID=0; every local device must be in the mesh."""
+    rng = np.random.default_rng()
+    for _ in range(100):  # JAX derives the coordinator port from the job id (61440 + id % 4096): pick a free one
+        port = int(rng.integers(61440, 65536))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                break
+            except OSError:
+                continue
+    job = str(port - 61440)
+    procs = []
+    for i in range(2):
+        slurm = {"SLURM_JOB_ID": job, "SLURM_STEP_NODELIST": "127.0.0.1", "SLURM_NTASKS": "2", "SLURM_PROCID": str(i),
+                 "SLURM_LOCALID": "0", "SLURM_STEP_NUM_NODES": "2", "SLURM_GPUS_ON_NODE": "2", "OMNIDISTILL_DISTRIBUTED": "1"}  # fmt: skip
+        procs.append(
+            subprocess.Popen([sys.executable, "-c", SLURM_PROBE], env=env(2, **slurm), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        )
+    outs = [p.communicate(timeout=180) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err.decode()[-3000:]
+    results = [json.loads(out.decode().strip().splitlines()[-1]) for out, _ in outs]
+    for r in results:
+        assert r["processes"] == 2 and r["mesh_size"] == 4
+        assert r["visible"] == "0,1"  # without the fix JAX sets "0" (SLURM_LOCALID): one GPU per node
+        assert r["local_in_mesh"] == r["local"] and len(r["local"]) == 2
