@@ -25,7 +25,7 @@ from flax import nnx
 
 from omnidistill.config import MeshConfig, ModelConfig
 from omnidistill.data.schema import Record
-from omnidistill.data.tokenize import RecordEncoder
+from omnidistill.data.tokenize import RecordEncoder, count_truncated
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.predict import predict_records
 from omnidistill.models.regressor import make_predict_fn
@@ -138,12 +138,7 @@ class Scorer:
 
     def warn_truncation(self, records: Sequence[Record]) -> int:
         """Count (and warn about) inputs longer than ``max_length`` tokens, which get truncated."""
-        from omnidistill.data.tokenize import record_fields
-
-        long = 0
-        for r in records:
-            pieces = self.tokenizer(record_fields(r), add_special_tokens=False)["input_ids"]
-            long += sum(map(len, pieces)) + len(pieces) + 1 > self.max_length
+        long = count_truncated(self.encoder, list(records))["truncated"]
         if long:
             log.warning("%d input(s) exceed %d tokens and are truncated (context first, candidate kept)", long, self.max_length)
         return long

@@ -46,7 +46,9 @@ class Record:
         return any(v is not None for v in self.labels)
 
 
-def _label_vector(obj: Any, where: str, field: str) -> tuple[float | None, ...]:
+def label_vector(obj: Any, where: str, field: str) -> tuple[float | None, ...]:
+    """One label object ({dimension: number in [1, 5] or null}) as a tuple in dimension order (None =
+    missing); anything else is a :class:`DataError` naming ``where`` and the field."""
     if not isinstance(obj, dict):
         raise DataError(f"{where}: {field} must be an object with keys {', '.join(DIMENSIONS)}")
     unknown = set(obj) - set(DIMENSIONS)
@@ -102,12 +104,12 @@ def validate_record(obj: Any, where: str, *, require_labels: bool = True) -> Rec
         raise DataError(f"{where}: missing or empty 'candidate'")
     labels: tuple[float | None, ...] = (None,) * len(DIMENSIONS)
     if obj.get("labels") is not None:
-        labels = _label_vector(obj["labels"], where, "labels")
+        labels = label_vector(obj["labels"], where, "labels")
     annotations: tuple[tuple[float | None, ...], ...] = ()
     if obj.get("annotations") is not None:
         if not isinstance(obj["annotations"], list):
             raise DataError(f"{where}: annotations must be a list of label objects")
-        annotations = tuple(_label_vector(a, where, f"annotations[{i}]") for i, a in enumerate(obj["annotations"]))
+        annotations = tuple(label_vector(a, where, f"annotations[{i}]") for i, a in enumerate(obj["annotations"]))
     if require_labels and all(v is None for v in labels):
         raise DataError(f"{where}: no labels (need at least one of {', '.join(DIMENSIONS)})")
     ident = obj.get("id", where)

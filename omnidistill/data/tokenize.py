@@ -56,10 +56,14 @@ class RecordEncoder:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.sep_token = tokenizer.sep_token or tokenizer.eos_token
 
+    def content_budget(self, n_fields: int) -> int:
+        """Tokens left for ``n_fields`` texts once [CLS] and one [SEP] per field are placed."""
+        return self.max_length - 1 - n_fields
+
     def token_ids(self, record: Record) -> np.ndarray:
         fields = record_fields(record)
         pieces = self.tokenizer(fields, add_special_tokens=False)["input_ids"]
-        budget = self.max_length - 1 - len(pieces)
+        budget = self.content_budget(len(pieces))
         if budget < len(pieces):
             raise ValueError(f"max_length={self.max_length} is too small for {len(pieces)} fields")
         lengths = allocate([len(p) for p in pieces], budget)
@@ -91,7 +95,7 @@ def count_truncated(encoder: RecordEncoder, records: list[Record], *, sample: in
     truncated, pos = 0, 0
     for f in fields:
         n = len(f)
-        truncated += int(sum(lengths[pos : pos + n]) > encoder.max_length - 1 - n)
+        truncated += int(sum(lengths[pos : pos + n]) > encoder.content_budget(n))
         pos += n
     scale = len(records) / max(len(picks), 1)
     return {"truncated": round(truncated * scale), "of": len(records), "sampled": len(picks) < len(records)}

@@ -58,11 +58,7 @@ def rwg_j(ratings: np.ndarray, null: str = "uniform", ddof: int = 1) -> dict[str
 
 def rwg_single(values: np.ndarray, null: str = "uniform", ddof: int = 1) -> float:
     """r_wg of one item on one dimension: ``1 - s2 / sigma2`` truncated to [0, 1]; NaN with too few ratings."""
-    v = np.asarray(values, np.float64)
-    v = v[np.isfinite(v)]
-    if v.size <= ddof:
-        return float("nan")
-    return float(min(1.0, max(0.0, 1.0 - np.var(v, ddof=ddof) / NULL_VARIANCE[null])))
+    return rwg_j(np.asarray(values, np.float64).reshape(-1, 1), null, ddof)["rwg_star"]
 
 
 def mean_rwg(items: Sequence[np.ndarray], null: str = "uniform", ddof: int = 1) -> dict[str, float]:

@@ -3,26 +3,15 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from omnidistill.data.schema import DataError, Record
-from omnidistill.dimensions import DIMENSIONS
+from omnidistill.data.schema import DataError, Record, label_vector
 from omnidistill.eval.agreement import mean_rwg, rwg_table
 from omnidistill.eval.metrics import grouped_metrics, regression_metrics
 from omnidistill.eval.report import gold_arrays
-
-
-def _score(value, where: str, field: str) -> float:
-    """One score of a predictions/labels file: a number in [1, 5] or null (not scored); anything else is an error."""
-    if value is None:
-        return np.nan
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or not 1 <= value <= 5:
-        raise DataError(f"{where}: {field} must be a number in [1, 5] or null, got {value!r}")
-    return float(value)
 
 
 def load_predictions(path: str | Path, records: Sequence[Record]) -> np.ndarray:
@@ -43,13 +32,8 @@ def load_predictions(path: str | Path, records: Sequence[Record]) -> np.ndarray:
         if not isinstance(obj, dict) or "id" not in obj:
             raise DataError(f"{where}: expected an object with 'id' and 'pred' or 'labels'")
         field = "pred" if "pred" in obj else "labels"
-        scores = obj.get(field)
-        if not isinstance(scores, dict):
-            raise DataError(f"{where}: {field} must be an object with keys {', '.join(DIMENSIONS)}")
-        unknown = sorted(set(scores) - set(DIMENSIONS))
-        if unknown:
-            raise DataError(f"{where}: {field} has unknown dimension(s) {', '.join(unknown)}")
-        by_id[str(obj["id"])] = [_score(scores.get(d), where, f"{field}.{d}") for d in DIMENSIONS]
+        scores = label_vector(obj.get(field), where, field)  # the schema's own label checks
+        by_id[str(obj["id"])] = [np.nan if v is None else v for v in scores]
     missing = [r.id for r in records if r.id not in by_id]
     if missing:
         raise DataError(f"{path}: no prediction for {len(missing)} item(s), e.g. {', '.join(missing[:3])}")

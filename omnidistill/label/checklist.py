@@ -87,10 +87,5 @@ def pairwise_messages(a: Record, b: Record, checklist_a: list[str], checklist_b:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def same_input(a: Record, b: Record) -> bool:
-    """Whether two records are candidates for the same input (every input field equal)."""
-    return all(getattr(a, f) == getattr(b, f) for f in (*TEXT_FIELDS, "task", "lang"))
-
-
 def input_key(record: Record) -> str:
     return json.dumps([record.task, record.lang, *(getattr(record, f) for f in TEXT_FIELDS)], ensure_ascii=False)

@@ -35,10 +35,7 @@ def parse_judgment(text: str) -> dict[str, float]:
     obj = _json_object(text)
     scores = {}
     for dim in DIMENSIONS:
-        value = obj.get(dim)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or not 1 <= value <= 5:
-            raise JudgeOutputError(f"{dim} must be an integer from 1 to 5, got {value!r}")
-        scores[dim] = float(value)
+        scores[dim] = _likert(obj.get(dim), dim)
     return scores
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 from pathlib import Path
+
+from omnidistill.runs.run_dir import atomic_write_text
 
 HIGHER_IS_BETTER = {"dev_mae": False, "dev_rmse": False, "dev_pearson": True, "dev_acc1": True}
 
@@ -55,9 +56,7 @@ class EarlyStopping:
                 self.bad_evals += 1
             self.last_step = step
             if write:
-                tmp = self.path.with_name(self.path.name + ".tmp")
-                tmp.write_text(json.dumps(self.summary()), encoding="utf-8")
-                os.replace(tmp, self.path)
+                atomic_write_text(self.path, json.dumps(self.summary()))
         return self.patience > 0 and self.bad_evals >= self.patience
 
     def summary(self) -> dict:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any, Protocol
 
 import jax
+
+from omnidistill.runs.run_dir import atomic_write_text
 
 
 class MetricSink(Protocol):
@@ -47,9 +48,7 @@ class JsonlSink:
                     kept.append(line)
             except (json.JSONDecodeError, KeyError, TypeError):
                 continue  # a line torn by a kill
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-        os.replace(tmp, self.path)
+        atomic_write_text(self.path, "".join(line + "\n" for line in kept))
 
     def write(self, step: int, scalars: dict[str, float]) -> None:
         if jax.process_index() == 0:
