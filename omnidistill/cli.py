@@ -47,6 +47,7 @@ def _eval(args: argparse.Namespace) -> int:
         compare=compare,
         lang_weights=args.lang_weights,
         skip_invalid=True if args.skip_invalid else None,
+        usd_per_hour=args.usd_per_hour,
     )
     print(report_markdown(report, f"{args.split}: {report['meta']['items']} items, step {report['meta']['step']}"))
     if compare:
@@ -119,9 +120,15 @@ def _export(args: argparse.Namespace) -> int:
     from omnidistill.export.hf_export import export_run
 
     verify = None if args.verify == "auto" else args.verify == "on"
-    summary = export_run(args.run_dir, args.out_dir, checkpoint=args.checkpoint, verify=verify, push_to_hub=args.push_to_hub)
-    check = f"verified in PyTorch (max |score diff| {summary['max_abs_diff']:.1e})" if summary["verified"] else "not verified"
-    print(f"exported step {summary['step']} to {summary['out_dir']} ({summary['tensors']} tensors, {check})")
+    summary = export_run(
+        args.run_dir, args.out_dir, checkpoint=args.checkpoint, verify=verify, push_to_hub=args.push_to_hub, folder_format=args.format
+    )
+    check = (
+        f"verified with {summary['verified_with']} (max |score diff| {summary['max_abs_diff']:.1e})"
+        if summary["verified"]
+        else "not verified"
+    )
+    print(f"exported step {summary['step']} as {summary['format']} to {summary['out_dir']} ({summary['tensors']} tensors, {check})")
     if "hub_url" in summary:
         print(f"pushed: {summary['hub_url']}")
     return 0
@@ -176,6 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="rwg null variance: uniform (2) or maximum disagreement (4)",
     )
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument(
+        "--usd-per-hour",
+        type=float,
+        metavar="USD",
+        help="machine price: the report adds dollars per 1,000 items (the paper's Table 9 cost)",
+    )
     p.add_argument("--skip-invalid", action="store_true", help="skip malformed records (counted in the report) instead of stopping")
     p.add_argument(
         "--lang-weights",
@@ -231,13 +244,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--verify",
         default="auto",
         choices=["auto", "on", "off"],
-        help="reload in PyTorch and compare scores (fail above 1e-3); auto = on when torch is installed",
+        help="reload with the consumer (transformers for hf, the omniscore package for omniscore) and compare scores "
+        "(fail above 1e-3); auto = on when the consumer is installed",
+    )
+    p.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", "hf", "omniscore"],
+        help="hf: transformers *ForSequenceClassification; omniscore: the omniscore package's OmniScoreModel; "
+        "auto (default): hf where the head fits a transformers class, else omniscore",
     )
     p.add_argument("--push-to-hub", metavar="REPO", help="upload to this Hub repo (token from the HF_TOKEN environment variable)")
     p.set_defaults(func=_export)
 
     p = sub.add_parser("import", help="turn a Hugging Face PyTorch model into a run directory")
-    p.add_argument("source", help="HF model folder or hub id (BertModel, or BertForSequenceClassification with 4 labels)")
+    p.add_argument(
+        "source", help="HF model folder or hub id: a backbone (BertModel), a 4-label *ForSequenceClassification, or an omniscore folder"
+    )
     p.add_argument("run_dir", help="run directory to create")
     p.add_argument("--require-head", action="store_true", help="fail unless pooler and 4-label classifier weights are present")
     p.add_argument("--overwrite", action="store_true", help="replace RUN_DIR if it already holds files (everything in it is removed)")

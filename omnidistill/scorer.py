@@ -23,11 +23,11 @@ import jax
 import numpy as np
 from flax import nnx
 
-from omnidistill.config import MeshConfig, ModelConfig
+from omnidistill.config import DataConfig, MeshConfig
 from omnidistill.data.schema import Record
 from omnidistill.data.tokenize import RecordEncoder, count_truncated
 from omnidistill.dimensions import DIMENSIONS
-from omnidistill.eval.predict import predict_records
+from omnidistill.eval.predict import predict_records, warm_up
 from omnidistill.models.regressor import make_predict_fn
 from omnidistill.parallel.mesh import build_mesh, replicated
 
@@ -37,52 +37,49 @@ DEFAULT_BUCKETS = (32, 64, 128, 256, 512)
 
 @dataclasses.dataclass
 class Scorer:
-    """A loaded model: parameters, graph, tokenizer and batching settings."""
+    """A loaded model: parameters, graph, tokenizer, the run's input settings and the batch size."""
 
     graphdef: Any
     params: Any
     tokenizer: Any
-    max_length: int = 512
-    buckets: tuple[int, ...] = DEFAULT_BUCKETS
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    """Input format, layout, truncation, max_length and length buckets the model was trained with."""
     batch_size: int = 64
     source: str = ""
 
     def __post_init__(self) -> None:
         self.mesh = build_mesh(MeshConfig())
         self.params = jax.device_put(self.params, replicated(self.mesh))
-        self.encoder = RecordEncoder(self.tokenizer, self.max_length)
+        self.encoder = RecordEncoder.from_config(self.tokenizer, self.data)
         self._predict = jax.jit(make_predict_fn(self.graphdef))
-        self.buckets = tuple(b for b in self.buckets if b <= self.max_length) or (self.max_length,)
+        self.buckets = tuple(b for b in self.data.length_buckets if b <= self.max_length) or (self.max_length,)
+
+    @property
+    def max_length(self) -> int:
+        return self.data.max_length
 
     @classmethod
     def load(cls, path: str | Path, *, batch_size: int = 64, checkpoint: str = "best") -> Scorer:
-        """From a run directory (``config.yaml`` + orbax checkpoints) or an exported HF folder (``config.json``)."""
+        """From a run directory (``config.yaml`` + orbax checkpoints), or an exported ``hf`` or
+        ``omniscore`` folder (``config.json``)."""
         path = Path(path)
         if (path / "config.yaml").exists() and (path / "model.json").exists():
-            from omnidistill.eval.run_eval import load_trained
+            from omnidistill.runs.load import load_trained
 
             cfg, graphdef, params, tokenizer, _ = load_trained(path, checkpoint)
-            buckets = tuple(cfg.data.length_buckets)
-            return cls(graphdef, params, tokenizer, cfg.data.max_length, buckets, batch_size, str(path))
+            return cls(graphdef, params, tokenizer, cfg.data, batch_size, str(path))
         if (path / "config.json").exists():
-            return cls._from_hf(path, batch_size)
+            from omnidistill.models.loader import load_tokenizer
+            from omnidistill.models.published import load_published
+
+            published = load_published(path)
+            graphdef, state = nnx.split(published.model, nnx.Param)
+            return cls(graphdef, state.to_pure_dict(), load_tokenizer(str(path)), published.data, batch_size, str(path))
         raise FileNotFoundError(f"{path}: neither an omnidistill run directory nor a Hugging Face model folder")
 
-    @classmethod
-    def _from_hf(cls, folder: Path, batch_size: int) -> Scorer:
-        from omnidistill.models.hf_io import load_hf_weights, read_hf_config, read_hf_tensors
-        from omnidistill.models.loader import load_tokenizer
-        from omnidistill.models.registry import family_for_model_type
-        from omnidistill.models.regressor import build_regressor
-
-        hf_config = read_hf_config(folder)
-        family = family_for_model_type(str(hf_config.get("model_type")))
-        model = build_regressor(ModelConfig(family=family.name), hf_config)
-        load_hf_weights(model, read_hf_tensors(folder), required_groups=("encoder", "pooler", "classifier"))
-        graphdef, state = nnx.split(model, nnx.Param)
-        meta = hf_config.get("omnidistill", {})
-        max_length = int(meta.get("max_length", min(512, hf_config.get("max_position_embeddings", 512))))
-        return cls(graphdef, state.to_pure_dict(), load_tokenizer(str(folder)), max_length, DEFAULT_BUCKETS, batch_size, str(folder))
+    def warm_up(self) -> None:
+        """Compile the prediction function for every length bucket (so that timings exclude compilation)."""
+        warm_up(self._predict, self.params, self.mesh, batch_size=self.batch_size, buckets=self.buckets)
 
     def score_records(self, records: Sequence[Record], *, progress: bool = False) -> np.ndarray:
         """Scores [N, 4] in record order."""
@@ -140,7 +137,7 @@ class Scorer:
         """Count (and warn about) inputs longer than ``max_length`` tokens, which get truncated."""
         long = count_truncated(self.encoder, list(records))["truncated"]
         if long:
-            log.warning("%d input(s) exceed %d tokens and are truncated (context first, candidate kept)", long, self.max_length)
+            log.warning("%d input(s) exceed %d tokens and are truncated (data.truncation=%s)", long, self.max_length, self.data.truncation)
         return long
 
 

@@ -28,3 +28,12 @@ def tiny_tokenizer_dir() -> Path:
 @pytest.fixture(scope="session")
 def sample_dir() -> Path:
     return REPO / "data" / "sample"
+
+
+@pytest.fixture(scope="session")
+def tokenizer_dirs(tmp_path_factory, sample_dir, tiny_tokenizer_dir) -> dict[str, Path]:
+    """kind -> folder of a local WordPiece, byte-level BPE and SentencePiece-Unigram tokenizer."""
+    from tests.tokenizer_kinds import KINDS, build_tokenizer
+
+    root = tmp_path_factory.mktemp("tokenizers")
+    return {kind: build_tokenizer(kind, root / kind, sample_dir, tiny_tokenizer_dir) for kind in KINDS}

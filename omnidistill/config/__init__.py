@@ -69,6 +69,26 @@ class TfdsConfig:
 
 
 @dataclasses.dataclass
+class PromptLayout:
+    """Line prefixes of ``data.input_format: omniscore`` (the ``omniscore`` package's ``InputFormat``).
+
+    The input is the present segments joined by ``separator``: an optional task line, then
+    ``source_prefix`` + the source-side fields (context, question, title, source, joined by
+    ``separator``), ``reference_prefix`` + reference, ``prediction_prefix`` + candidate. Each segment
+    is ``f"{prefix} {text.strip()}"``.
+    """
+
+    task_prefix: str | None = None
+    """Prefix of a task line holding the record's ``task``; null (the paper, §3: no task id) omits the line.
+    The released OmniScore DeBERTa-v3 checkpoint uses ``"Task:"``."""
+    source_prefix: str | None = "Source:"
+    reference_prefix: str | None = "Reference:"
+    prediction_prefix: str | None = "Prediction:"
+    """The released OmniScore DeBERTa-v3 checkpoint uses ``"Candidate:"``."""
+    separator: str = "\n"
+
+
+@dataclasses.dataclass
 class DataConfig:
     """Input files and batching."""
 
@@ -76,7 +96,16 @@ class DataConfig:
     dev: list[str] = dataclasses.field(default_factory=list)
     test: list[str] = dataclasses.field(default_factory=list)
     max_length: int = 512
-    """Token budget per example; longer inputs are truncated (candidate kept, context cut first)."""
+    """Token budget per example (special tokens included); longer inputs are cut by ``truncation``."""
+    input_format: Literal["sep", "omniscore"] = "sep"
+    """How a record becomes one text: ``sep`` joins the fields present with ``f" {sep_token} "``;
+    ``omniscore`` writes prefixed lines as the ``omniscore`` package does (``data.layout``)."""
+    layout: PromptLayout = dataclasses.field(default_factory=PromptLayout)
+    """Prefixes and separator of ``input_format: omniscore``."""
+    truncation: Literal["context_first", "right"] = "context_first"
+    """Over-long inputs: ``context_first`` cuts source-side fields first (longest first; the candidate
+    keeps at least half the budget); ``right`` cuts the end of the text, as plain ``transformers``
+    and the ``omniscore`` package do (``tokenizer(text, truncation=True, max_length=...)``)."""
     length_buckets: list[int] = dataclasses.field(default_factory=lambda: [32, 64, 128, 256, 512])
     """Each batch is padded to the smallest bucket that fits its longest example."""
     skip_invalid: bool = False

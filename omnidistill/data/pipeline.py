@@ -118,13 +118,16 @@ def eval_dataset(
     process_count: int = 1,
     sort_by_length: bool = True,
 ) -> grain.MapDataset:
-    """One ordered pass; the last batch is padded with masked rows. ``index`` maps rows back to records."""
-    order = list(range(len(records)))
+    """One ordered pass; the last batch is padded with masked rows. ``index`` maps rows back to records.
+
+    With ``sort_by_length`` the examples are ordered by their token count (not characters, which
+    differ by script), so that each batch pads to the smallest bucket it can.
+    """
+    encode = _Encode(encoder)
+    examples = [encode.map((i, r)) for i, r in enumerate(records)]
     if sort_by_length:
-        order.sort(
-            key=lambda i: sum(len(f or "") for f in (records[i].question, records[i].source, records[i].reference, records[i].candidate))
-        )
-    ds = grain.MapDataset.source([(i, records[i]) for i in order]).map(_Encode(encoder))
+        examples.sort(key=lambda e: len(e["input_ids"]))
+    ds = grain.MapDataset.source(examples)
     ds = ds.batch(
         global_batch,
         drop_remainder=False,

@@ -1,9 +1,14 @@
-"""Turn a record into model inputs: fields joined by the tokenizer's separator, then truncated.
+"""Turn a record into token ids: the tokenizer's own encoding of the input text, then truncation.
 
-Input text = [CLS] context [SEP] question [SEP] title [SEP] source [SEP] reference [SEP] candidate [SEP]
-with only the fields present (no task id: OmniScore §3 gives the student none; ``dataset``,
-``src_lang`` and ``tgt_lang`` are teacher-prompt metadata), which is what ``tokenizer(f" {sep} ".join(fields))`` produces. Over-long inputs
-lose context tokens first (longest field first); the candidate keeps at least half the budget.
+The ids are exactly ``tokenizer(text)["input_ids"]`` for the text of :mod:`omnidistill.data.input_text`
+(one call, special tokens added by the tokenizer), so plain ``transformers`` and the ``omniscore``
+package reproduce them for every tokenizer kind (WordPiece, byte-level BPE, SentencePiece).
+Over-long inputs (``data.truncation``):
+
+- ``right``: ``tokenizer(text, truncation=True, max_length=...)``, what the consumers do;
+- ``context_first``: the tokens of the source-side fields are cut first (longest field first, each
+  keeping its first tokens); the candidate keeps at least half the budget. Special tokens, prefixes
+  and separators are never cut. Needs a fast tokenizer (character offsets).
 """
 
 from __future__ import annotations
@@ -12,18 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from omnidistill.data.schema import TEXT_FIELDS, Record
+from omnidistill.config import DataConfig
+from omnidistill.data.input_text import TextLayout, format_record
+from omnidistill.data.schema import Record
 from omnidistill.dimensions import NUM_DIMENSIONS
-
-
-def record_fields(record: Record) -> list[str]:
-    """The texts that form the model input, in order (context fields present, then the candidate)."""
-    return [getattr(record, f) for f in TEXT_FIELDS if getattr(record, f)] + [record.candidate]
-
-
-def join_fields(fields: list[str], sep_token: str) -> str:
-    """The plain-text form of the input, for use with a Hugging Face tokenizer directly."""
-    return f" {sep_token} ".join(fields)
 
 
 def allocate(lengths: list[int], budget: int) -> list[int]:
@@ -43,35 +40,70 @@ def allocate(lengths: list[int], budget: int) -> list[int]:
     return lengths
 
 
+def field_of_tokens(offsets: list[tuple[int, int]], spans: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """For each token, the index of the field span it overlaps, or -1 (special tokens, prefixes, separators)."""
+    owner = np.full(len(offsets), -1, dtype=np.int64)
+    for t, (start, end) in enumerate(offsets):
+        if end <= start:
+            continue
+        for f, (s0, s1) in enumerate(spans):
+            if start < s1 and end > s0:
+                owner[t] = f
+                break
+    return owner
+
+
 class RecordEncoder:
     """Tokenizes records into ``input_ids`` (unpadded) plus labels and label masks."""
 
-    def __init__(self, tokenizer: Any, max_length: int):
+    def __init__(self, tokenizer: Any, max_length: int, layout: TextLayout | None = None, truncation: str = "context_first"):
         self.tokenizer = tokenizer
         self.max_length = max_length
-        self.cls_id = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
-        self.sep_id = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
-        if self.cls_id is None or self.sep_id is None:
-            raise ValueError("tokenizer has no [CLS]/<s> or [SEP]/</s> token")
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.sep_token = tokenizer.sep_token or tokenizer.eos_token
+        self.layout = layout or TextLayout(separator=f" {self.sep_token} ")
+        if truncation not in ("context_first", "right"):
+            raise ValueError(f"data.truncation must be context_first or right, not {truncation!r}")
+        if truncation == "context_first" and not getattr(tokenizer, "is_fast", False):
+            raise ValueError("data.truncation=context_first needs a fast tokenizer (character offsets); use data.truncation=right")
+        self.truncation = truncation
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
-    def content_budget(self, n_fields: int) -> int:
-        """Tokens left for ``n_fields`` texts once [CLS] and one [SEP] per field are placed."""
-        return self.max_length - 1 - n_fields
+    @classmethod
+    def from_config(cls, tokenizer: Any, data: DataConfig) -> RecordEncoder:
+        """The encoder of a run's ``data`` section (input format, layout, max_length, truncation)."""
+        layout = TextLayout.from_config(data, tokenizer.sep_token or tokenizer.eos_token)
+        return cls(tokenizer, data.max_length, layout, data.truncation)
+
+    def text(self, record: Record) -> str:
+        """The input text of ``record`` (what a plain ``transformers`` user passes to the tokenizer)."""
+        return format_record(record, self.layout).text
+
+    def full_lengths(self, records: list[Record]) -> list[int]:
+        """Token counts before truncation."""
+        texts = [self.text(r) for r in records]
+        return [len(ids) for ids in self.tokenizer(texts, verbose=False)["input_ids"]] if texts else []
 
     def token_ids(self, record: Record) -> np.ndarray:
-        fields = record_fields(record)
-        pieces = self.tokenizer(fields, add_special_tokens=False)["input_ids"]
-        budget = self.content_budget(len(pieces))
-        if budget < len(pieces):
-            raise ValueError(f"max_length={self.max_length} is too small for {len(pieces)} fields")
-        lengths = allocate([len(p) for p in pieces], budget)
-        ids = [self.cls_id]
-        for piece, n in zip(pieces, lengths, strict=True):
-            ids.extend(piece[:n])
-            ids.append(self.sep_id)
-        return np.asarray(ids, dtype=np.int32)
+        formatted = format_record(record, self.layout)
+        if self.truncation == "right":
+            ids = self.tokenizer(formatted.text, truncation=True, max_length=self.max_length)["input_ids"]
+            return np.asarray(ids, dtype=np.int32)
+        enc = self.tokenizer(formatted.text, return_offsets_mapping=True, verbose=False)
+        ids = np.asarray(enc["input_ids"], dtype=np.int32)
+        if len(ids) <= self.max_length:
+            return ids
+        owner = field_of_tokens(enc["offset_mapping"], formatted.spans)
+        lengths = [int(np.sum(owner == f)) for f in range(len(formatted.spans))]
+        budget = self.max_length - int(np.sum(owner < 0))
+        if budget < len(lengths):
+            raise ValueError(f"max_length={self.max_length} is too small for {len(lengths)} fields and their separators")
+        keep = allocate(lengths, budget)
+        rank = np.zeros(len(ids), dtype=np.int64)  # position of each token within its field
+        for f in range(len(lengths)):
+            members = owner == f
+            rank[members] = np.arange(int(np.sum(members)))
+        kept = (owner < 0) | (rank < np.asarray([*keep, 0])[owner])
+        return ids[kept]
 
     def __call__(self, record: Record) -> dict[str, np.ndarray]:
         labels = np.array([0.0 if v is None else v for v in record.labels], dtype=np.float32)
@@ -81,7 +113,7 @@ class RecordEncoder:
 
 
 def count_truncated(encoder: RecordEncoder, records: list[Record], *, sample: int | None = None, seed: int = 0) -> dict[str, Any]:
-    """How many inputs exceed ``max_length`` and are truncated (context first) when encoded.
+    """How many inputs exceed ``max_length`` and are truncated when encoded.
 
     Exact over all ``records``, or, when ``sample`` is smaller than their number, over a seeded
     uniform sample (``sampled: true``; the count is then scaled to the whole set).
@@ -89,13 +121,7 @@ def count_truncated(encoder: RecordEncoder, records: list[Record], *, sample: in
     picks = np.arange(len(records))
     if sample is not None and len(records) > sample:
         picks = np.sort(np.random.default_rng(seed).choice(len(records), size=sample, replace=False))
-    fields = [record_fields(records[int(i)]) for i in picks]
-    flat = [text for f in fields for text in f]
-    lengths = [len(ids) for ids in encoder.tokenizer(flat, add_special_tokens=False)["input_ids"]] if flat else []
-    truncated, pos = 0, 0
-    for f in fields:
-        n = len(f)
-        truncated += int(sum(lengths[pos : pos + n]) > encoder.content_budget(n))
-        pos += n
+    lengths = encoder.full_lengths([records[int(i)] for i in picks])
+    truncated = sum(n > encoder.max_length for n in lengths)
     scale = len(records) / max(len(picks), 1)
     return {"truncated": round(truncated * scale), "of": len(records), "sampled": len(picks) < len(records)}

@@ -58,3 +58,25 @@ def predict_records(
         keep = index >= 0
         out[index[keep]] = scores[keep]
     return out
+
+
+def warm_up(predict_fn: Callable[[Any, dict], jax.Array], params: Any, mesh: Mesh, *, batch_size: int, buckets: Sequence[int]) -> None:
+    """Run ``predict_fn`` once per bucket length on a padding batch, so that every compilation happens
+    before a timed pass (each bucket compiles once; longer inputs than the largest bucket still compile)."""
+    n_shards = mesh.shape["data"] * mesh.shape["fsdp"]
+    batch_size = max(n_shards, -(-batch_size // n_shards) * n_shards)
+    sharding = batch_sharding(mesh)
+    local = batch_size // jax.process_count()
+    for length in sorted(set(buckets)):
+        batch = {
+            "input_ids": np.zeros((local, length), np.int32),
+            "attention_mask": np.ones((local, length), np.int32),
+        }
+        jax.block_until_ready(predict_fn(params, {k: global_batch_array(v, sharding) for k, v in batch.items()}))
+
+
+def used_buckets(encoder: RecordEncoder, records: Sequence[Record], buckets: Sequence[int]) -> list[int]:
+    """The padded lengths a pass over ``records`` will use (a bucket, or the length itself above them)."""
+    from omnidistill.data.pipeline import bucket_length
+
+    return sorted({bucket_length(min(n, encoder.max_length), buckets) for n in encoder.full_lengths(list(records))})

@@ -211,7 +211,9 @@ def report_markdown(report: dict, title: str = "Evaluation") -> str:
             f"{meta.get('truncated_inputs', 0)} input(s) truncated to the model's max length."
         )
     if "meta" in report and "seconds_per_1000" in report["meta"]:
-        lines.append(f"Throughput: {report['meta']['seconds_per_1000']:.3f} s per 1,000 items on {report['meta'].get('device', '?')}.")
+        meta = report["meta"]
+        cost = f", ${meta['usd_per_1000']:.4f} per 1,000 at ${meta['usd_per_hour']:.2f}/h" if "usd_per_1000" in meta else ""
+        lines.append(f"Throughput: {meta['seconds_per_1000']:.3f} s per 1,000 items on {meta.get('device', '?')}{cost}.")
     return "\n".join(lines)
 
 

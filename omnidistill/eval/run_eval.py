@@ -17,7 +17,7 @@ from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.compare import compare_judges, comparison_markdown, load_predictions
 from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.plots import write_plots
-from omnidistill.eval.predict import predict_records
+from omnidistill.eval.predict import predict_records, used_buckets, warm_up
 from omnidistill.eval.report import build_report, write_report
 from omnidistill.models.regressor import make_predict_fn
 from omnidistill.parallel.mesh import build_mesh, replicated
@@ -40,11 +40,14 @@ def evaluate_run(
     compare: dict[str, str] | None = None,
     lang_weights: str | None = None,
     skip_invalid: bool | None = None,
+    usd_per_hour: float | None = None,
 ) -> dict:
     """Score ``files`` (default: the run config's ``data.<split>``) and write ``<split>.json/.md`` reports,
     PNG plots, predictions, and with ``compare`` (name -> prediction file) a side-by-side judge table.
     ``skip_invalid`` (default: the run's ``data.skip_invalid``) skips malformed records and counts them;
-    the report's ``meta`` has the skipped and truncated counts."""
+    the report's ``meta`` has the skipped and truncated counts, and the time per 1,000 items (tokenization
+    included, every length bucket compiled beforehand), with ``usd_per_hour`` also its price (the
+    paper's Table 9 "Time" and "Cost" columns)."""
     run_dir = Path(run_dir)
     cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint)
     if skip_invalid is not None:
@@ -58,19 +61,21 @@ def evaluate_run(
         )
     if not records:
         raise ValueError(f"nothing to evaluate: pass --data or set data.{split} (or data.tfds) in the run config")
-    encoder = RecordEncoder(tokenizer, cfg.data.max_length)
+    encoder = RecordEncoder.from_config(tokenizer, cfg.data)
     truncated = count_truncated(encoder, records)["truncated"]
     if truncated:
         log.warning(
-            "%d of %d inputs exceed data.max_length=%d and are truncated, context first", truncated, len(records), cfg.data.max_length
+            "%d of %d inputs exceed data.max_length=%d and are truncated (data.truncation=%s)",
+            truncated,
+            len(records),
+            cfg.data.max_length,
+            cfg.data.truncation,
         )
     mesh = build_mesh(MeshConfig())
     params = jax.device_put(params, replicated(mesh))
     predict_fn = jax.jit(make_predict_fn(graphdef))
     bs = batch_size or cfg.eval.batch_size
-    predict_records(
-        predict_fn, params, records[: min(len(records), bs)], encoder, mesh, batch_size=bs, buckets=cfg.data.length_buckets
-    )  # compile
+    warm_up(predict_fn, params, mesh, batch_size=bs, buckets=used_buckets(encoder, records, cfg.data.length_buckets))
     start = time.perf_counter()
     pred = predict_records(predict_fn, params, records, encoder, mesh, batch_size=bs, buckets=cfg.data.length_buckets)
     seconds = time.perf_counter() - start
@@ -90,6 +95,9 @@ def evaluate_run(
         "device": jax.devices()[0].device_kind,
         "seconds_per_1000": 1000 * seconds / len(records),
     }
+    if usd_per_hour is not None:
+        report["meta"]["usd_per_hour"] = usd_per_hour
+        report["meta"]["usd_per_1000"] = report["meta"]["seconds_per_1000"] / 3600 * usd_per_hour
     out_dir = Path(out_dir) if out_dir else run_dir / "eval"
     write_report(report, out_dir, name=split, title=f"{split} ({len(records)} items, step {step})")
     if plots:

@@ -1,10 +1,16 @@
-"""Export a trained run to a Hugging Face folder that plain ``transformers`` loads.
+"""Export a trained run to a folder that other scorers load: ``hf`` (plain ``transformers``) or ``omniscore``.
 
-The folder holds ``model.safetensors`` (PyTorch keys of the family's ``*ForSequenceClassification``),
-``config.json`` (``num_labels=4``, ``problem_type="multi_label_classification"``, ``id2label`` = the four
-dimensions), the tokenizer files and a model card. Scores are ``1 + 4 * sigmoid(logits)``. Export runs
+``hf``: ``model.safetensors`` with the PyTorch keys of the family's ``*ForSequenceClassification``,
+``config.json`` (``num_labels=4``, ``problem_type="multi_label_classification"``, ``id2label`` = the
+four dimensions); it fits ``model.pooling: cls`` (the family's pooler) with ``linear_sigmoid``.
+``omniscore``: the ``omniscore`` package's ``OmniScoreModel`` (:mod:`omnidistill.export.omniscore_format`);
+it fits the paper's head, ``cls_raw``, and ``mean``. Both hold the tokenizer, a model card
+(:mod:`omnidistill.export.model_card`) and an ``omnidistill`` block in ``config.json`` with the input
+settings (format, layout, truncation, max_length). Scores are ``1 + 4 * sigmoid(logits)``. Export runs
 on one host in float32 and never needs the training mesh; with ``verify`` the written folder is
-reloaded in PyTorch and must reproduce the JAX scores within ``tolerance``.
+scored by its real consumer (``transformers``, or ``omniscore.OmniScorer``) on the text it builds
+itself, and must reproduce the JAX scores within ``tolerance`` and, for inputs within ``max_length``
+(all inputs under ``truncation: right``), the token ids exactly.
 """
 
 from __future__ import annotations
@@ -19,18 +25,24 @@ from typing import Any
 import jax
 import numpy as np
 
+from omnidistill.data.input_text import clean, source_text
 from omnidistill.data.schema import Record
 from omnidistill.dimensions import DIMENSIONS
-from omnidistill.eval.run_eval import load_trained
+from omnidistill.export.model_card import card_settings, model_card
+from omnidistill.export.omniscore_format import omniscore_config_dict, omniscore_tensors
 from omnidistill.models.registry import get_family
 from omnidistill.models.weights import flax_to_hf
+from omnidistill.runs.load import load_trained
 
 log = logging.getLogger(__name__)
-EXPORTABLE = {("cls", "linear_sigmoid")}
+HF_HEADS = {("cls", "linear_sigmoid")}
+OMNISCORE_HEADS = {("cls_raw", "linear_sigmoid"), ("mean", "linear_sigmoid")}
+FORMATS = ("auto", "hf", "omniscore")
 # Always part of the export check, so that it runs even when the run's data files are absent.
 PROBE_RECORDS = [
     Record(id="probe-1", task="qa", lang="en", question="What is the capital of France?", candidate="Paris is the capital of France."),
     Record(id="probe-2", task="mt", lang="de", source="The Moon orbits the Earth.", candidate="Der Mond umkreist die Erde, die Erde."),
+    Record(id="probe-3", task="mt", lang="en", source="  Le chat dort. ", reference="The cat sleeps.", candidate=" The cat is sleeping.  "),
 ]
 
 
@@ -38,7 +50,7 @@ class ExportError(RuntimeError):
     """The model cannot be exported faithfully, or the exported copy does not reproduce its scores."""
 
 
-def hf_config_dict(family_name: str, arch: Any, max_length: int = 512) -> dict[str, Any]:
+def hf_config_dict(family_name: str, arch: Any, settings: dict[str, Any]) -> dict[str, Any]:
     """The standard ``config.json`` contents for the family's sequence-classification class."""
     from transformers import AutoConfig
 
@@ -55,93 +67,111 @@ def hf_config_dict(family_name: str, arch: Any, max_length: int = 512) -> dict[s
         label2id={d: i for i, d in enumerate(DIMENSIONS)},
     )
     out = config.to_dict()
-    out["omnidistill"] = {
-        "score": "1 + 4 * sigmoid(logits)",
-        "dimensions": list(DIMENSIONS),
-        "input": "fields joined by ' {sep_token} '",
-        "max_length": max_length,
-    }
+    out["omnidistill"] = settings
     return out
 
 
-def export_tensors(family_name: str, arch: Any, params: Any, pooling: str, head: str) -> dict[str, np.ndarray]:
-    """PyTorch-keyed float32 tensors of a regressor; refuses heads with no standard HF equivalent."""
-    if (pooling, head) not in EXPORTABLE:
+def choose_format(pooling: str, head: str, requested: str = "auto") -> str:
+    """The folder format for a head: ``hf`` or ``omniscore``; refuses one that cannot hold it exactly."""
+    if requested not in FORMATS:
+        raise ExportError(f"unknown export format {requested!r} (choose from {', '.join(FORMATS)})")
+    fits = [name for name, heads in (("hf", HF_HEADS), ("omniscore", OMNISCORE_HEADS)) if (pooling, head) in heads]
+    if requested == "auto" and fits:
+        return fits[0]
+    if requested in fits:
+        return requested
+    other = {"hf": "omniscore", "omniscore": "hf"}.get(requested)
+    if requested != "auto" and other in fits:
         raise ExportError(
-            f"model.pooling={pooling!r} with model.head={head!r} has no standard transformers equivalent; "
-            f"export supports {sorted(EXPORTABLE)} (nothing is dropped silently)"
+            f"model.pooling={pooling!r} with model.head={head!r} fits no {requested} class exactly; export it with --format {other}"
         )
+    raise ExportError(
+        f"model.pooling={pooling!r} with model.head={head!r} has no published equivalent: --format hf holds "
+        f"{sorted(HF_HEADS)}, --format omniscore holds {sorted(OMNISCORE_HEADS)} (nothing is dropped silently)"
+    )
+
+
+def export_tensors(family_name: str, arch: Any, params: Any, pooling: str, head: str) -> dict[str, np.ndarray]:
+    """PyTorch-keyed float32 tensors of a regressor for ``hf`` folders; refuses other heads."""
+    choose_format(pooling, head, "hf")
     tensors = flax_to_hf(jax.device_get(params), get_family(family_name).weight_table(arch))
-    bad = [k for k, v in tensors.items() if not np.isfinite(v).all()]
-    if bad:
-        raise ExportError(f"non-finite values in: {', '.join(bad)}")
+    check_finite(tensors)
     return tensors
 
 
-def model_card(run_dir: Path, cfg: Any, step: int) -> str:
-    """README.md for the exported folder: score formula, usage, training data and eval table."""
-    data = ", ".join(cfg.data.train) or "(not recorded)"
-    report = run_dir / "eval" / "test.md"
-    table = report.read_text(encoding="utf-8") if report.exists() else "_No test report: run `omnidistill eval` before exporting._"
-    best = run_dir / "best_metrics.json"
-    dev = json.loads(best.read_text())["dev_mae"] if best.exists() else None
-    return f"""---
-library_name: transformers
-pipeline_tag: text-classification
-tags: [omnidistill, evaluation, regression, llm-as-a-judge]
----
-
-# omnidistill quality scorer
-
-Scores a generated text (candidate) against its input on four dimensions, each on a 1–5 scale:
-{", ".join(DIMENSIONS)}. Trained with [omnidistill](https://github.com/) ({cfg.model.family} backbone,
-[CLS] pooling, four linear heads, step {step}{f", dev MAE {dev:.3f}" if dev is not None else ""}).
-
-**Score formula:** `score = 1 + 4 * sigmoid(logits)`, one logit per dimension in `config.id2label` order.
-
-**Input:** the fields present, in the order question, source, reference, candidate, joined with
-`f" {{tokenizer.sep_token}} "`; no task id.
-
-```python
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
-tok = AutoTokenizer.from_pretrained("PATH_OR_REPO")
-model = AutoModelForSequenceClassification.from_pretrained("PATH_OR_REPO").eval()
-enc = tok(f" {{tok.sep_token}} ".join(["Was ist die Hauptstadt?", "Paris ist die Hauptstadt."]), return_tensors="pt")
-scores = 1 + 4 * model(**enc).logits.sigmoid()
-print(dict(zip(model.config.id2label.values(), scores[0].tolist())))
-```
-
-**Training data:** {data}
-
-## Evaluation
-
-{table}
-"""
+def check_finite(tensors: dict[str, np.ndarray]) -> None:
+    bad = [k for k, v in tensors.items() if not np.isfinite(v).all()]
+    if bad:
+        raise ExportError(f"non-finite values in: {', '.join(bad)}")
 
 
-def _verify(out_dir: Path, params: Any, graphdef: Any, tokenizer: Any, records: list, max_length: int, tolerance: float) -> float:
-    """Max |score difference| between the JAX model and the exported folder loaded in PyTorch."""
+def consumer_scores(folder: Path, folder_format: str, encoder: Any, records: list[Record]) -> tuple[np.ndarray, list[list[int]]]:
+    """Scores and token ids of ``records`` as the folder's consumer computes them from the text alone:
+    ``transformers`` + the card's text (``hf``) or ``omniscore.OmniScorer`` (``omniscore``)."""
     import torch
-    from transformers import AutoModelForSequenceClassification
 
+    texts = [encoder.text(r) for r in records]
+    if folder_format == "hf":
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+        enc = tok(texts, truncation=True, max_length=encoder.max_length, padding=True, return_tensors="pt")
+        with torch.no_grad():
+            scores = (1 + 4 * torch.sigmoid(model(**enc).logits)).numpy()
+        return scores, [tok(t, truncation=True, max_length=encoder.max_length)["input_ids"] for t in texts]
+    from omniscore import OmniScorer
+    from omniscore.formatting import format_example
+
+    layout = encoder.layout
+    scorer = OmniScorer(str(folder), device="cpu", max_length=encoder.max_length, batch_size=len(records))
+    kwargs = dict(
+        references=[clean(r.reference) or None for r in records],
+        sources=[source_text(r, layout.separator) or None for r in records],
+        tasks=[r.task for r in records] if layout.task_line else None,
+    )
+    scores = scorer.score([r.candidate for r in records], **kwargs).scores
+    formatted = [
+        format_example(r.candidate, reference=ref, source=src, task=task, input_format=scorer.input_format)
+        for r, ref, src, task in zip(
+            records, kwargs["references"], kwargs["sources"], kwargs["tasks"] or [None] * len(records), strict=True
+        )
+    ]
+    return scores, [scorer.tokenizer(t, truncation=True, max_length=encoder.max_length)["input_ids"] for t in formatted]
+
+
+def verify_folder(folder: Path, folder_format: str, params: Any, graphdef: Any, encoder: Any, records: list, tolerance: float) -> float:
+    """Max |score difference| between the JAX model and the folder's consumer; ids must match exactly
+    wherever the training truncation and the consumer's agree (all inputs within ``max_length``)."""
     from omnidistill.data.pipeline import collate
-    from omnidistill.data.tokenize import RecordEncoder
     from omnidistill.models.regressor import make_predict_fn
 
-    encoder = RecordEncoder(tokenizer, max_length)
     examples = [encoder(r) for r in records]
     batch = collate(examples, pad_id=encoder.pad_id, buckets=(), batch_size=len(examples))
     ours = np.asarray(jax.jit(make_predict_fn(graphdef))(params, batch))
-    model = AutoModelForSequenceClassification.from_pretrained(out_dir).eval()
-    with torch.no_grad():
-        logits = model(
-            input_ids=torch.tensor(batch["input_ids"]).long(), attention_mask=torch.tensor(batch["attention_mask"]).long()
-        ).logits
-    theirs = (1 + 4 * torch.sigmoid(logits)).numpy()
-    diff = float(np.max(np.abs(theirs - ours)))
+    theirs, their_ids = consumer_scores(folder, folder_format, encoder, records)
+    full = encoder.full_lengths(records)
+    for record, example, ids, n in zip(records, examples, their_ids, full, strict=True):
+        comparable = encoder.truncation == "right" or n <= encoder.max_length
+        if comparable and list(ids) != example["input_ids"].tolist():
+            raise ExportError(f"record {record.id!r}: the {folder_format} consumer tokenizes the input differently from training")
+    exact = np.array([encoder.truncation == "right" or n <= encoder.max_length for n in full])
+    diff = float(np.max(np.abs(theirs - ours)[exact])) if exact.any() else 0.0
     if not np.isfinite(theirs).all() or diff > tolerance:
         raise ExportError(f"exported model differs from the JAX model: max |score diff| {diff:.2e} > {tolerance:.0e}")
     return diff
+
+
+def consumer_available(folder_format: str) -> bool:
+    """Whether the folder's consumer (torch + transformers, plus the omniscore package) is installed."""
+    import importlib.util
+
+    needed = ["torch", "transformers"] + (["omniscore"] if folder_format == "omniscore" else [])
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
+    if missing:
+        hint = "pip install --no-deps omniscore==0.1.0" if "omniscore" in missing else "pip install torch==2.13.0"
+        log.warning("%s not installed: skipping the check against the %s consumer (%s)", ", ".join(missing), folder_format, hint)
+    return not missing
 
 
 def export_run(
@@ -152,39 +182,46 @@ def export_run(
     verify: bool | None = None,
     tolerance: float = 1e-3,
     push_to_hub: str | None = None,
+    folder_format: str = "auto",
 ) -> dict[str, Any]:
-    """Write the HF folder (atomically: a temporary sibling renamed at the end); returns a summary."""
+    """Write the ``hf`` or ``omniscore`` folder (atomically: a temporary sibling renamed at the end);
+    returns a summary. ``verify=None`` checks whenever the consumer is installed."""
+    from flax import nnx
     from safetensors.numpy import save_file
 
     from omnidistill.data.sources import read_records
+    from omnidistill.data.tokenize import RecordEncoder
 
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint)
-    from flax import nnx
-
+    folder_format = choose_format(cfg.model.pooling, cfg.model.head, folder_format)
     arch = nnx.merge(graphdef, params).arch
-    tensors = export_tensors(cfg.model.family, arch, params, cfg.model.pooling, cfg.model.head)
+    encoder = RecordEncoder.from_config(tokenizer, cfg.data)
+    settings = card_settings(cfg, encoder.layout)
+    if folder_format == "hf":
+        tensors = export_tensors(cfg.model.family, arch, params, cfg.model.pooling, cfg.model.head)
+        config = hf_config_dict(cfg.model.family, arch, settings)
+    else:
+        tensors = omniscore_tensors(cfg.model.family, arch, jax.device_get(params))
+        check_finite(tensors)
+        config = {**omniscore_config_dict(cfg, arch, encoder.layout), "omnidistill": settings}
     tmp = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-    (tmp / "config.json").write_text(json.dumps(hf_config_dict(cfg.model.family, arch, cfg.data.max_length), indent=2), encoding="utf-8")
+    (tmp / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    tokenizer.model_max_length = cfg.data.max_length
     tokenizer.save_pretrained(tmp)
-    (tmp / "README.md").write_text(model_card(run_dir, cfg, step), encoding="utf-8")
-    summary: dict[str, Any] = {"out_dir": str(out_dir), "step": step, "tensors": len(tensors), "verified": False}
+    (tmp / "README.md").write_text(model_card(run_dir, cfg, step, folder_format, encoder.layout), encoding="utf-8")
+    summary: dict[str, Any] = {"out_dir": str(out_dir), "step": step, "format": folder_format, "tensors": len(tensors), "verified": False}
     if verify is None:
-        try:
-            import torch  # noqa: F401
-
-            verify = True
-        except ImportError:
-            log.warning("torch is not installed: skipping the PyTorch parity check (pip install torch==2.13.0)")
-            verify = False
+        verify = consumer_available(folder_format)
     if verify:
         files = [f for f in (cfg.data.test or cfg.data.dev or cfg.data.train) if Path(f).is_file()]
         records = PROBE_RECORDS + (read_records(files, skip_invalid=True)[0][:14] if files else [])
-        summary["max_abs_diff"] = _verify(tmp, params, graphdef, tokenizer, records, cfg.data.max_length, tolerance)
+        summary["max_abs_diff"] = verify_folder(tmp, folder_format, params, graphdef, encoder, records, tolerance)
         summary["verified"] = True
+        summary["verified_with"] = "transformers" if folder_format == "hf" else "omniscore.OmniScorer"
     if out_dir.exists():
         shutil.rmtree(out_dir)
     os.replace(tmp, out_dir)

@@ -1,7 +1,11 @@
 """Import a Hugging Face PyTorch model (folder or hub id) as an omnidistill run directory.
 
 A ``*ForSequenceClassification`` checkpoint with 4 labels imports completely (encoder, pooler, heads);
-a bare backbone imports its encoder and leaves pooler/heads at random initialisation (reported).
+an ``omniscore`` folder (``model_type: "omniscore"``, e.g. one ``export --format omniscore`` wrote, or a
+released OmniScore model in that format) imports completely with its pooling and input layout; a
+bare backbone imports its encoder and leaves pooler/heads at random initialisation (reported).
+The input settings an export recorded (``input_format``, ``layout``, ``truncation``, ``max_length``)
+become the run's ``data`` settings.
 The result has ``best/0/`` parameters, so ``eval``, ``export`` and ``score`` work on it, and it can
 seed training through ``model.init_from``.
 """
@@ -19,6 +23,7 @@ from flax import nnx
 from omnidistill.config import Config, ModelConfig
 from omnidistill.models.hf_io import load_hf_weights, read_hf_config, read_hf_tensors, resolve_hf_dir
 from omnidistill.models.loader import load_tokenizer
+from omnidistill.models.published import OMNISCORE_MODEL_TYPE, load_published
 from omnidistill.models.registry import family_for_model_type
 from omnidistill.models.regressor import build_regressor
 from omnidistill.runs.checkpoint import RunCheckpoints
@@ -40,6 +45,11 @@ def import_hf(source: str, run_dir: str | Path, *, require_head: bool = False, o
         shutil.rmtree(run_dir)
     folder = resolve_hf_dir(source)
     hf_config = read_hf_config(folder)
+    if hf_config.get("model_type") == OMNISCORE_MODEL_TYPE or (
+        family_for_model_type(str(hf_config.get("model_type"))).hf_class in hf_config.get("architectures", [])
+        and "omnidistill" in hf_config
+    ):
+        return _import_published(folder, run_dir)
     model_type = hf_config.get("model_type")
     family = family_for_model_type(str(model_type))
     num_labels = len(hf_config.get("id2label", {})) or hf_config.get("num_labels")
@@ -55,9 +65,23 @@ def import_hf(source: str, run_dir: str | Path, *, require_head: bool = False, o
     tokenizer = load_tokenizer(str(folder))
     cfg = Config(model=dataclasses.replace(model_cfg, tokenizer=None, init_from=str(folder)))
     cfg.train.output_dir = str(run_dir)
+    _save_imported(run_dir, cfg, hf_config, tokenizer, model)
+    return {"run_dir": str(run_dir), "family": family.name, "random_init": absent}
+
+
+def _import_published(folder: Path, run_dir: Path) -> dict[str, Any]:
+    """An exported ``hf`` or ``omniscore`` folder: every tensor, plus the input settings it records."""
+    published = load_published(folder)
+    tokenizer = load_tokenizer(str(folder))
+    cfg = Config(model=dataclasses.replace(published.model_cfg, init_from=str(folder)), data=published.data)
+    cfg.train.output_dir = str(run_dir)
+    _save_imported(run_dir, cfg, published.hf_config, tokenizer, published.model)
+    return {"run_dir": str(run_dir), "family": published.model_cfg.family, "random_init": [], "format": published.kind}
+
+
+def _save_imported(run_dir: Path, cfg: Config, hf_config: dict[str, Any], tokenizer: Any, model: Any) -> None:
     save_run_metadata(run_dir, cfg, hf_config, tokenizer)
     ckpts = RunCheckpoints(run_dir)
     ckpts.save_best(0, nnx.state(model, nnx.Param).to_pure_dict(), float("inf"))
     ckpts.wait()
     ckpts.close()
-    return {"run_dir": str(run_dir), "family": family.name, "random_init": absent}

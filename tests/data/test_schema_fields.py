@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from omnidistill.data.input_text import TextLayout, format_record
 from omnidistill.data.schema import DataError, validate_record
 from omnidistill.data.sources import read_records
-from omnidistill.data.tokenize import record_fields
 
 
 def test_prompt_fields_are_accepted_and_context_turns_are_rendered(tmp_path):
@@ -21,7 +21,8 @@ def test_prompt_fields_are_accepted_and_context_turns_are_rendered(tmp_path):
     assert (r.dataset, r.title, r.src_lang, r.tgt_lang) == ("wildchat", "T", "en", "de")
     assert r.context == "user: Hallo\nassistant: Hi!"
     # the conversation and title are model input; dataset and language codes are not (no task id)
-    assert record_fields(r) == ["user: Hallo\nassistant: Hi!", "Wie geht's?", "T", "Gut."]
+    text = format_record(r, TextLayout(separator=" [SEP] ")).text
+    assert text == "user: Hallo\nassistant: Hi! [SEP] Wie geht's? [SEP] T [SEP] Gut."
 
 
 @pytest.mark.parametrize(("context", "message"), [(5, "context must be a string or a list"), ([{"role": "user"}], r"context\[0\]")])

@@ -12,7 +12,10 @@ from safetensors.numpy import load_file, save_file
 from omnidistill.cli import main
 from omnidistill.export.hf_export import ExportError, export_run, export_tensors, push_folder
 from omnidistill.export.hf_import import import_hf
+from omnidistill.export.model_card import EXAMPLE
 from omnidistill.models.weights import WeightMismatchError
+from omnidistill.scorer import Scorer
+from tests.export.card import card_scores
 from tests.models.hf_fixtures import save_tiny, save_tiny_bert
 from tests.models.test_deberta_v2_parity import V3
 from tests.models.test_modernbert_parity import TINY as MODERNBERT
@@ -75,14 +78,13 @@ def test_trained_sharded_checkpoint_exports_and_scores_the_same(tmp_path, repo_r
     ]
     assert main(args) == 0
     assert main(["export", str(run), str(tmp_path / "hf"), "--verify", "on"]) == 0
-    # The README's plain-transformers snippet, with no omnidistill involved:
-    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "hf").eval()
-    enc = tok(f" {tok.sep_token} ".join(["What is the capital of France?", "Paris is the capital of France."]), return_tensors="pt")
-    scores = 1 + 4 * model(**enc).logits.sigmoid()
-    assert scores.shape == (1, 4) and bool(((scores >= 1) & (scores <= 5)).all())
-    card = (tmp_path / "hf" / "README.md").read_text()
-    assert "1 + 4 * sigmoid(logits)" in card and "data/sample/train.jsonl" in card
+    # Every snippet of the model card (plain transformers, omnidistill) prints the run's own scores:
+    ours = list(Scorer.load(run).score(candidates=[EXAMPLE["candidate"]], sources=[EXAMPLE["source"]])[0].values())
+    outputs = card_scores(tmp_path / "hf")
+    assert len(outputs) == 2
+    for scores in outputs:
+        np.testing.assert_allclose(scores, ours, atol=1e-5)
+    assert "data/sample/train.jsonl" in (tmp_path / "hf" / "README.md").read_text()
 
 
 def test_verification_failure_is_reported(tmp_path, hf_classifier, monkeypatch):
@@ -103,8 +105,10 @@ def test_verification_failure_is_reported(tmp_path, hf_classifier, monkeypatch):
 
 
 def test_non_standard_head_and_non_finite_values_are_refused():
-    with pytest.raises(ExportError, match="no standard transformers equivalent"):
+    with pytest.raises(ExportError, match="has no published equivalent"):
         export_tensors("bert", None, {}, "mean", "shared_mlp")
+    with pytest.raises(ExportError, match="export it with --format omniscore"):
+        export_tensors("bert", None, {}, "cls_raw", "linear_sigmoid")
     from omnidistill.models.bert.config import BertConfig
 
     arch = BertConfig(

@@ -1,0 +1,68 @@
+"""Write a folder in the format of QCRI's ``omniscore`` package (``OmniScoreModel``, ``model_type: "omniscore"``).
+
+It holds OmniScore's head exactly (§3, "Architecture"): the backbone's final states, pooled as [CLS]
+(``model.pooling: cls_raw``, the package's ``pooling_strategy: cls``) or as a masked mean (``mean``),
+then one linear layer of four outputs and ``1 + 4·sigmoid``. The tensors are ``backbone.*`` (the
+backbone's ``AutoModel`` keys) and ``score_head.{weight,bias}``; the config carries the input layout
+(prefixes and separator) the run was trained with, so ``omniscore.OmniScorer(folder)`` formats inputs
+as training did.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from flax import nnx
+
+from omnidistill.config import Config
+from omnidistill.data.input_text import TextLayout
+from omnidistill.dimensions import DIMENSIONS, SCORE_MAX, SCORE_MIN
+from omnidistill.models.published import OMNISCORE_MODEL_TYPE, OMNISCORE_POOLING, omniscore_weight_table
+from omnidistill.models.registry import get_family
+from omnidistill.models.weights import flax_to_hf
+
+
+def omniscore_tensors(family_name: str, arch: Any, params: Any) -> dict[str, np.ndarray]:
+    """``backbone.*`` and ``score_head.*`` float32 tensors. Backbone tensors the pooling leaves unused but
+    ``AutoModel`` builds (BERT's pooler) are written as zeros, so that loading reports nothing missing."""
+    family = get_family(family_name)
+    table, unused = omniscore_weight_table(family, arch)
+    tensors = flax_to_hf(params, table)
+    if unused:
+        pooler = nnx.eval_shape(lambda: family.pooler_cls(arch, rngs=nnx.Rngs(0)))
+        shapes = {"/".join(map(str, p)): v.get_value().shape for p, v in nnx.state(pooler, nnx.Param).flat_state()}
+        base = next(e.hf_key for e in family.weight_table(arch) if e.group == "encoder").split(".", 1)[0] + "."
+        for entry in family.weight_table(arch):
+            key = "backbone." + entry.hf_key.removeprefix(base)
+            if key in unused:
+                shape = shapes["/".join(map(str, entry.path[1:]))]
+                tensors[key] = np.zeros(shape[::-1] if entry.kind == "linear" else shape, np.float32)
+    return tensors
+
+
+def omniscore_config_dict(cfg: Config, arch: Any, layout: TextLayout) -> dict[str, Any]:
+    """``config.json`` for ``OmniScoreModel``: backbone config, pooling, score range, input layout."""
+    from transformers import AutoConfig
+
+    fields = arch.to_hf()
+    model_type = fields.pop("model_type")
+    backbone = AutoConfig.for_model(model_type, **fields).to_dict()
+    return {
+        "model_type": OMNISCORE_MODEL_TYPE,
+        "architectures": ["OmniScoreModel"],
+        "backbone_model_name": cfg.model.init_from or "",
+        "backbone_config": backbone,
+        "num_scores": len(DIMENSIONS),
+        "score_names": list(DIMENSIONS),
+        "minimum_score": SCORE_MIN,
+        "maximum_score": SCORE_MAX,
+        "is_encoder": True,
+        "pooling_strategy": OMNISCORE_POOLING[cfg.model.pooling],
+        "hidden_size": backbone["hidden_size"],
+        "task_prefix": layout.task_prefix,
+        "source_prefix": layout.source_prefix,
+        "reference_prefix": layout.reference_prefix,
+        "prediction_prefix": layout.prediction_prefix,
+        "separator": layout.separator,
+    }

@@ -1,0 +1,138 @@
+"""The ids omnidistill trains on are the ids every consumer computes, for every tokenizer kind and layout.
+
+Consumers: the exported model card's ``input_text`` + ``tokenizer(text, truncation=True,
+max_length=...)`` (plain ``transformers``), and the real ``omniscore`` package's formatting path
+(``omniscore.formatting.format_example`` with the layout, then its tokenizer call).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from transformers import AutoTokenizer
+
+from omnidistill.config import DataConfig, PromptLayout
+from omnidistill.data.input_text import TextLayout, format_record, source_text
+from omnidistill.data.schema import Record
+from omnidistill.data.sources import read_records
+from omnidistill.data.tokenize import RecordEncoder
+from omnidistill.export.model_card import input_text_code
+
+LAYOUTS = {
+    "sep": DataConfig(input_format="sep"),
+    "omniscore": DataConfig(input_format="omniscore"),  # the paper: no task line
+    "omniscore-released": DataConfig(input_format="omniscore", layout=PromptLayout(task_prefix="Task:", prediction_prefix="Candidate:")),
+}
+MAX_LENGTH = 96  # short enough that some sample records are truncated
+
+
+@pytest.fixture(scope="module")
+def records(sample_dir):
+    out = []
+    for split in ("train", "dev", "test"):
+        out += read_records(sample_dir / f"{split}.jsonl")[0]
+    return out
+
+
+def card_input_text(tok, layout: TextLayout):
+    """The exported model card's ``input_text`` function, as a user runs it."""
+    namespace = {"tok": tok}
+    exec(input_text_code(layout), namespace)
+    return namespace["input_text"]
+
+
+def omniscore_text(layout: TextLayout, record: Record) -> str:
+    """The input text as the ``omniscore`` package formats it for a folder with this layout."""
+    formatting = pytest.importorskip("omniscore.formatting")
+    fmt = formatting.InputFormat(
+        task_prefix=layout.task_prefix,
+        source_prefix=layout.source_prefix,
+        reference_prefix=layout.reference_prefix,
+        prediction_prefix=layout.prediction_prefix,
+        separator=layout.separator,
+    )
+    task = record.task if layout.task_line else None
+    return formatting.format_example(
+        record.candidate,
+        reference=record.reference or None,
+        source=source_text(record, layout.separator) or None,
+        task=task,
+        input_format=fmt,
+    )
+
+
+@pytest.mark.parametrize("layout_name", sorted(LAYOUTS))
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe", "unigram"])
+def test_training_ids_equal_every_consumers_ids(tokenizer_dirs, records, kind, layout_name):
+    tok = AutoTokenizer.from_pretrained(tokenizer_dirs[kind])
+    base = LAYOUTS[layout_name]
+    encoders = {
+        t: RecordEncoder.from_config(
+            tok, DataConfig(input_format=base.input_format, layout=base.layout, truncation=t, max_length=MAX_LENGTH)
+        )
+        for t in ("right", "context_first")
+    }
+    layout = encoders["right"].layout
+    input_text = card_input_text(tok, layout)
+    card = [input_text(r.candidate, source=source_text(r, layout.separator), reference=r.reference, task=r.task) for r in records]
+    package = [omniscore_text(layout, r) for r in records]
+    assert card == package == [encoders["right"].text(r) for r in records]
+    theirs = tok(card, truncation=True, max_length=MAX_LENGTH)["input_ids"]
+    lengths = encoders["right"].full_lengths(records)
+    assert any(n > MAX_LENGTH for n in lengths) and any(n <= MAX_LENGTH for n in lengths)
+    for truncation, encoder in encoders.items():
+        for record, n, their_ids in zip(records, lengths, theirs, strict=True):
+            ours = encoder(record)["input_ids"].tolist()
+            if truncation == "right" or n <= MAX_LENGTH:
+                assert ours == their_ids, (truncation, record.id)
+            else:  # documented difference: context cut first, the same length, the same first and last token
+                assert len(ours) == MAX_LENGTH and ours[0] == their_ids[0] and ours[-1] == their_ids[-1], record.id
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe", "unigram"])
+def test_context_first_keeps_the_candidate_and_the_layout_tokens(tokenizer_dirs, kind):
+    tok = AutoTokenizer.from_pretrained(tokenizer_dirs[kind])
+    encoder = RecordEncoder.from_config(tok, DataConfig(input_format="omniscore", max_length=40))
+    record = Record(id="x", task="mt", lang="en", source=" ".join(["Paris is nice."] * 60), candidate="The Moon orbits the Earth.")
+    ids = encoder(record)["input_ids"].tolist()
+    assert len(ids) == 40
+    short = Record(id="y", task="mt", lang="en", source="Paris is nice.", candidate="The Moon orbits the Earth.")
+    full = tok(encoder.text(short))["input_ids"]
+    # the untruncated short input ends with "\nPrediction: <candidate>[SEP]"; the truncated one ends the same way
+    tail = len(tok(encoder.text(Record(id="z", task="mt", lang="en", candidate="The Moon orbits the Earth.")))["input_ids"]) - 1
+    assert ids[-tail:] == full[-tail:]
+    assert (
+        ids[: 1 + len(tok("Source:", add_special_tokens=False)["input_ids"])]
+        == full[: 1 + len(tok("Source:", add_special_tokens=False)["input_ids"])]
+    )
+
+
+def test_fields_are_stripped_and_whitespace_fields_dropped():
+    layout = TextLayout.from_prompt_layout(PromptLayout())
+    record = Record(id="x", task="qa", lang="en", question="  Why?  ", source=" ", reference="\tR ", candidate=" C\n")
+    formatted = format_record(record, layout)
+    assert formatted.text == "Source: Why?\nReference: R\nPrediction: C"
+    assert [formatted.text[a:b] for a, b in formatted.spans] == ["Why?", "R", "C"]
+    sep = TextLayout(separator=" [SEP] ")
+    assert format_record(record, sep).text == "Why? [SEP] R [SEP] C"
+
+
+def test_source_side_fields_join_in_schema_order():
+    layout = TextLayout.from_prompt_layout(PromptLayout(task_prefix="Task:"))
+    record = Record(id="x", task="chat", lang="en", context="user: hi", question="Q", title="T", source="S", candidate="C")
+    formatted = format_record(record, layout)
+    assert formatted.text == "Task: chat\nSource: user: hi\nQ\nT\nS\nPrediction: C"
+    assert [formatted.text[a:b] for a, b in formatted.spans] == ["user: hi", "Q", "T", "S", "C"]
+
+
+def test_old_per_field_tokenization_differs_on_byte_level_bpe(tokenizer_dirs, records):
+    """Why the ids come from one tokenizer call: tokenizing fields apart gives other ids on BPE."""
+    tok = AutoTokenizer.from_pretrained(tokenizer_dirs["bpe"])
+    encoder = RecordEncoder.from_config(tok, DataConfig(max_length=512))
+    differs = 0
+    for record in records[:20]:
+        pieces = tok([t for t in format_record(record, encoder.layout).text.split(encoder.layout.separator)], add_special_tokens=False)
+        apart = [tok.cls_token_id] + [i for p in pieces["input_ids"] for i in (*p, tok.sep_token_id)]
+        differs += apart != encoder(record)["input_ids"].tolist()
+    assert differs > 0
+    assert np.all([encoder(r)["input_ids"].tolist() == tok(encoder.text(r))["input_ids"] for r in records[:20]])

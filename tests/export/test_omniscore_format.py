@@ -1,0 +1,136 @@
+"""``export --format omniscore``: the real ``omniscore`` package loads the folder and scores like omnidistill,
+for every family, pooling and tokenizer kind; the model card's snippets agree; the folder imports back."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from omnidistill.cli import main
+from omnidistill.config import Config, DataConfig, ModelConfig, PromptLayout
+from omnidistill.data.sources import read_records
+from omnidistill.export.hf_export import export_run
+from omnidistill.export.hf_import import import_hf
+from omnidistill.export.model_card import EXAMPLE
+from omnidistill.models.loader import load_tokenizer
+from omnidistill.models.regressor import build_regressor
+from omnidistill.runs.checkpoint import RunCheckpoints
+from omnidistill.runs.run_dir import save_run_metadata
+from omnidistill.scorer import Scorer
+from tests.export.card import card_scores
+from tests.models.hf_fixtures import TINY_BERT
+from tests.models.test_deberta_v2_parity import V3
+from tests.models.test_modernbert_parity import TINY as MODERNBERT
+
+torch = pytest.importorskip("torch")
+omniscore = pytest.importorskip("omniscore")
+
+BACKBONES = {
+    "bert": ("bert", TINY_BERT, "wordpiece"),
+    "modernbert": ("modernbert", MODERNBERT, "bpe"),
+    "deberta_v2": ("deberta-v2", V3, "unigram"),
+}
+RELEASED = PromptLayout(task_prefix="Task:", prediction_prefix="Candidate:")  # QCRI/OmniScore-deberta-v3's layout
+
+
+def make_run(run_dir, family: str, pooling: str, tokenizer_dir, data: DataConfig, seed: int = 0):
+    """A run directory holding a randomly initialised (and perturbed) regressor as its best checkpoint."""
+    model_type, arch, _ = BACKBONES[family]
+    hf_config = {"model_type": model_type, **arch, "vocab_size": 1024, "max_position_embeddings": 128}
+    model_cfg = ModelConfig(family=family, pooling=pooling)
+    model = build_regressor(model_cfg, hf_config, seed=seed)
+    from flax import nnx
+
+    params = nnx.state(model, nnx.Param).to_pure_dict()
+    leaves, tree = jax.tree.flatten(params)
+    keys = jax.random.split(jax.random.key(seed), len(leaves))
+    params = jax.tree.unflatten(tree, [np.asarray(x + 0.05 * jax.random.normal(k, x.shape)) for x, k in zip(leaves, keys, strict=True)])
+    cfg = Config(model=model_cfg, data=data)
+    cfg.train.output_dir = str(run_dir)
+    save_run_metadata(run_dir, cfg, hf_config, load_tokenizer(str(tokenizer_dir)))
+    ckpts = RunCheckpoints(run_dir)
+    ckpts.save_best(0, params, 1.0)
+    ckpts.wait()
+    ckpts.close()
+    return run_dir
+
+
+CASES = [
+    ("bert", "cls_raw", DataConfig(input_format="sep", max_length=128)),
+    ("bert", "mean", DataConfig(input_format="omniscore", max_length=128, truncation="right")),
+    ("modernbert", "cls_raw", DataConfig(input_format="omniscore", max_length=128)),
+    ("modernbert", "mean", DataConfig(input_format="sep", max_length=128, truncation="right")),
+    ("deberta_v2", "cls_raw", DataConfig(input_format="omniscore", layout=RELEASED, max_length=128, truncation="right")),
+    ("deberta_v2", "mean", DataConfig(input_format="sep", max_length=128)),
+]
+
+
+@pytest.mark.parametrize(("family", "pooling", "data"), CASES, ids=[f"{f}-{p}-{d.input_format}-{d.truncation}" for f, p, d in CASES])
+def test_omniscore_package_scores_the_export_like_omnidistill(tmp_path, tokenizer_dirs, sample_dir, family, pooling, data):
+    data = dataclasses.replace(data, test=[str(sample_dir / "test.jsonl")])
+    run = make_run(tmp_path / "run", family, pooling, tokenizer_dirs[BACKBONES[family][2]], data)
+    summary = export_run(run, tmp_path / "os", verify=True)  # auto picks omniscore for these heads
+    assert summary["format"] == "omniscore" and summary["verified_with"] == "omniscore.OmniScorer"
+    assert summary["max_abs_diff"] < 1e-4
+
+    # the package's own loader finds every tensor it builds
+    _, info = omniscore.OmniScoreModel.from_pretrained(tmp_path / "os", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+
+    # the package's scorer on records the verification did not see, within max_length or (under right) beyond
+    records = read_records(sample_dir / "dev.jsonl")[0][:24]
+    scorer = Scorer.load(run)
+    ours = scorer.score_records(records)
+    layout = scorer.encoder.layout
+    package = omniscore.OmniScorer(str(tmp_path / "os"), device="cpu", max_length=data.max_length)
+    from omnidistill.data.input_text import clean, source_text
+
+    theirs = package.score(
+        [r.candidate for r in records],
+        sources=[source_text(r, layout.separator) or None for r in records],
+        references=[clean(r.reference) or None for r in records],
+        tasks=[r.task for r in records] if layout.task_line else None,
+    ).scores
+    within = np.array([n <= data.max_length or data.truncation == "right" for n in scorer.encoder.full_lengths(records)])
+    assert within.sum() >= 6
+    np.testing.assert_allclose(theirs[within], ours[within], atol=1e-4)
+
+    # the folder imports back as a run that scores the same and keeps the input settings
+    assert import_hf(str(tmp_path / "os"), tmp_path / "back")["format"] == "omniscore"
+    back = Scorer.load(tmp_path / "back")
+    assert (back.data.input_format, back.data.truncation, back.data.max_length, back.data.layout) == (
+        data.input_format,
+        data.truncation,
+        data.max_length,
+        data.layout,
+    )
+    np.testing.assert_allclose(back.score_records(records), ours, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", sorted(BACKBONES))
+def test_every_model_card_snippet_prints_the_same_scores(tmp_path, tokenizer_dirs, family):
+    data = DataConfig(input_format="omniscore", layout=RELEASED if family == "deberta_v2" else PromptLayout(), max_length=128)
+    run = make_run(tmp_path / "run", family, "cls_raw", tokenizer_dirs[BACKBONES[family][2]], data, seed=3)
+    export_run(run, tmp_path / "os", verify=False)
+    task = ["qa"] if family == "deberta_v2" else None
+    ours = list(Scorer.load(run).score(candidates=[EXAMPLE["candidate"]], sources=[EXAMPLE["source"]], tasks=task)[0].values())
+    outputs = card_scores(tmp_path / "os")
+    assert len(outputs) == 3  # omniscore package, plain transformers, omnidistill
+    for scores in outputs:
+        np.testing.assert_allclose(scores, ours, atol=1e-4)
+    config = json.loads((tmp_path / "os" / "config.json").read_text())
+    assert config["omnidistill"]["input_format"] == "omniscore" and config["omnidistill"]["truncation"] == "context_first"
+
+
+def test_heads_are_refused_for_the_format_that_cannot_hold_them(tmp_path, tokenizer_dirs, capsys):
+    raw = make_run(tmp_path / "raw", "bert", "cls_raw", tokenizer_dirs["wordpiece"], DataConfig(max_length=128))
+    assert main(["export", str(raw), str(tmp_path / "out"), "--format", "hf"]) == 2
+    assert "--format omniscore" in capsys.readouterr().err
+    pooled = make_run(tmp_path / "pooled", "bert", "cls", tokenizer_dirs["wordpiece"], DataConfig(max_length=128))
+    assert main(["export", str(pooled), str(tmp_path / "out"), "--format", "omniscore"]) == 2
+    assert "--format hf" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
