@@ -95,6 +95,13 @@ def test_resume_with_a_different_model_is_refused(trained_run, capsys):
     assert "different model" in err and "hidden_size: checkpoint 64 != config 32" in err
 
 
+def test_resume_with_another_input_format_is_refused(trained_run, capsys):
+    _, args = trained_run
+    assert main([*args, "data.input_format=omniscore", "data.truncation=right", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "data.input_format: checkpoint 'sep' != config 'omniscore'" in err and "data.truncation" in err
+
+
 def test_input_counts_reach_the_log_and_eval_skips_invalid_on_request(trained_run, tmp_path, repo_root):
     run, _ = trained_run
     first = json.loads((run / "train_log.jsonl").read_text().splitlines()[0])

@@ -67,7 +67,9 @@ def _model(name: str, tiny: bool, dtype: str, attention: str, remat: str = "none
     """The case's regressor (random weights), or its shapes only when ``abstract``."""
     family, hf = CASES[name]
     hf = {**hf, **TINY} if tiny else dict(hf)
-    cfg = ModelConfig(family=family, attention=attention, dropout=0.0, remat=remat)
+    cfg = ModelConfig(
+        family=family, pooling="cls", attention=attention, dropout=0.0, remat=remat
+    )  # as the peer's *ForSequenceClassification
     build = partial(build_regressor, cfg, hf, dtype={"bfloat16": jnp.bfloat16, "float32": jnp.float32}[dtype])
     return (nnx.eval_shape(build) if abstract else build()), hf
 

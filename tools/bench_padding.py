@@ -43,7 +43,7 @@ def main() -> None:
     args = p.parse_args()
     cfg = load_config(args.config, args.overrides)
     records, _ = load_split(cfg.data, "train")
-    encoder = RecordEncoder(load_tokenizer(cfg.model.tokenizer or cfg.model.init_from), cfg.data.max_length)
+    encoder = RecordEncoder.from_config(load_tokenizer(cfg.model.tokenizer or cfg.model.init_from), cfg.data)
     batch, seed = cfg.train.batch_size, cfg.train.seed
     read = grain.ReadOptions(num_threads=cfg.data.read_threads, prefetch_buffer_size=cfg.data.prefetch_buffer)
     bucketed = train_dataset(records, encoder, global_batch=batch, seed=seed, buckets=cfg.data.length_buckets).to_iter_dataset(read)

@@ -31,8 +31,9 @@ class ModelConfig:
     """Hugging Face config fields; used for random init, or to override fields of ``init_from``."""
     tokenizer: str | None = None
     """Tokenizer folder or hub id; defaults to ``init_from``."""
-    pooling: str = "cls"
-    """Pooling: ``cls`` ([CLS] through the family's pooler; exportable), ``cls_raw``, ``mean``,
+    pooling: str = "cls_raw"
+    """Pooling: ``cls_raw`` (the final [CLS] state, no pooler: OmniScore §3; exports as ``omniscore``),
+    ``cls`` ([CLS] through the family's pooler; exports as ``hf``), ``mean`` (``omniscore``),
     ``layer_mix_cls``, ``layer_mix_mean``."""
     head: str = "linear_sigmoid"
     """Head: ``linear_sigmoid`` (paper; exportable), ``shared_mlp``, ``ordinal``, ``classification``."""
@@ -147,7 +148,8 @@ class OptimConfig:
     lr: float = 2e-5
     """Learning rate of parameters matched by no rule (the encoder)."""
     head_lr: float = 1e-4
-    """Learning rate of the pooler and heads (rule ``^(pooler|head)/``)."""
+    """Learning rate of the heads and of a new pooler (rule ``^(pooler|head)/``); a family pooler whose
+    weights come pretrained from ``model.init_from`` (BERT's) trains at ``lr`` with the encoder."""
     weight_decay: float = 0.01
     b1: float = 0.9
     b2: float = 0.999

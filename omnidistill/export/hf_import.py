@@ -58,7 +58,8 @@ def import_hf(source: str, run_dir: str | Path, *, require_head: bool = False, o
         raise ValueError(f"{folder}: classifier has {num_labels} labels; an omnidistill scorer needs 4")
     if has_head or require_head:
         family.check_head_config(hf_config)
-    model_cfg = ModelConfig(family=family.name, tokenizer=str(folder))
+    # a classifier's pooler is part of its head: import it as `cls`; a backbone gets the paper's head
+    model_cfg = ModelConfig(family=family.name, tokenizer=str(folder), pooling="cls" if (has_head or require_head) else "cls_raw")
     model = build_regressor(model_cfg, hf_config)
     groups = ("encoder", "pooler", "classifier") if (has_head or require_head) else ("encoder",)
     absent = load_hf_weights(model, read_hf_tensors(folder), required_groups=groups)

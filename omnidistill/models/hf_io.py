@@ -89,13 +89,15 @@ def load_hf_weights(
 ) -> list[str]:
     """Load HF tensors into ``model``; returns the HF keys of optional tensors left at random init."""
     family = get_family(model.family_name)
-    table = family.weight_table(model.arch)
     shapes = {path: tuple(var.get_value().shape) for path, var in nnx.state(model, nnx.Param).flat_state()}
+    table = [e for e in family.weight_table(model.arch) if e.path in shapes]
+    # tensors of parts this model does not have (a checkpoint's pooler under pooling: cls_raw) are not used
+    unused = tuple(e.hf_key for e in family.weight_table(model.arch) if e.path not in shapes)
     params, absent = hf_to_flax(
         tensors,
         table,
         required_groups=required_groups,
-        ignorable_prefixes=family.ignorable_prefixes,
+        ignorable_prefixes=family.ignorable_prefixes + unused + tuple(k.split(".", 1)[1] for k in unused if "." in k),
         shapes=shapes,
     )
     set_params(model, params)

@@ -22,6 +22,8 @@ class LoadedModel:
     model: Regressor
     hf_config: dict[str, Any]
     tokenizer: Any
+    pretrained_pooler: bool = False
+    """The family pooler's weights came from ``init_from`` (BERT's ``pooler.dense``), not random init."""
 
 
 def load_tokenizer(name_or_path: str) -> Any:
@@ -52,7 +54,10 @@ def load_model(model_cfg: ModelConfig, *, compute_dtype: str = "float32", seed: 
     if hf_config.get("vocab_size", 0) < len(tokenizer):
         raise ValueError(f"model vocab_size={hf_config.get('vocab_size')} is smaller than the tokenizer ({len(tokenizer)} tokens)")
     model = build_regressor(model_cfg, hf_config, dtype=DTYPES[compute_dtype], seed=seed)
+    pretrained_pooler = False
     if tensors is not None:
         absent = load_hf_weights(model, tensors, required_groups=("encoder",))
         log.info("initialised encoder from %s (%d optional tensors left random)", model_cfg.init_from, len(absent))
-    return LoadedModel(model=model, hf_config=hf_config, tokenizer=tokenizer)
+        pooler_keys = {e.hf_key for e in get_family(model_cfg.family).weight_table(model.arch) if e.group == "pooler"}
+        pretrained_pooler = model.pooler is not None and bool(pooler_keys) and not pooler_keys & set(absent)
+    return LoadedModel(model=model, hf_config=hf_config, tokenizer=tokenizer, pretrained_pooler=pretrained_pooler)

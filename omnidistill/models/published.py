@@ -132,7 +132,7 @@ def load_published(folder: str | Path) -> Published:
         return load_omniscore_folder(folder, config)
     family = family_for_model_type(str(config.get("model_type")))
     family.check_head_config(config)
-    model_cfg = ModelConfig(family=family.name)
+    model_cfg = ModelConfig(family=family.name, pooling="cls")
     model = build_regressor(model_cfg, config)
     load_hf_weights(model, read_hf_tensors(folder), required_groups=("encoder", "pooler", "classifier"))
     hf_config = {k: v for k, v in config.items() if k != "omnidistill"}

@@ -53,9 +53,15 @@ def check_same_model(run_dir: str | Path, cfg: Config, hf_config: dict[str, Any]
             diffs.append(f"{key}: checkpoint {old.get(key)!r} != config {hf_config.get(key)!r}")
     saved_cfg = load_config(Path(run_dir) / "config.yaml") if (Path(run_dir) / "config.yaml").exists() else None
     if saved_cfg is not None:
-        for field in ("pooling", "head"):
-            a, b = getattr(saved_cfg.model, field), getattr(cfg.model, field)
+        for section, field in (
+            ("model", "pooling"),
+            ("model", "head"),
+            ("data", "input_format"),
+            ("data", "layout"),
+            ("data", "truncation"),
+        ):
+            a, b = getattr(getattr(saved_cfg, section), field), getattr(getattr(cfg, section), field)
             if a != b:
-                diffs.append(f"model.{field}: checkpoint {a!r} != config {b!r}")
+                diffs.append(f"{section}.{field}: checkpoint {a!r} != config {b!r}")
     if diffs:
         raise ValueError(f"{run_dir} holds checkpoints of a different model: " + "; ".join(diffs))

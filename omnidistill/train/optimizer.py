@@ -1,8 +1,10 @@
 """AdamW with per-parameter learning rate, weight decay and freezing, selected by path regex.
 
 Each parameter gets (learning rate, weight decay, frozen) from the first matching rule of
-``optim.param_groups``, then the built-in ``^(pooler|head)/`` rule (``optim.head_lr``); unmatched
-parameters (the encoder) use ``optim.lr``. ``optim.layer_decay`` scales encoder learning rates by depth
+``optim.param_groups``, then the built-in head rule (``optim.head_lr``): ``^(pooler|head)/`` for a new
+pooler, ``^head/`` when the family pooler's weights are pretrained (BERT's ``pooler.dense`` from the
+checkpoint: it then trains with the encoder); unmatched parameters (the encoder) use ``optim.lr``.
+``optim.layer_decay`` scales encoder learning rates by depth
 (COMET); ``optim.freeze_encoder_steps``/``fraction`` hold encoder learning rates at 0 for the first steps.
 Weight decay applies to matrices only (not biases or norm scales), as in Hugging Face fine-tuning.
 Parameters with equal settings share one AdamW instance (``optax.multi_transform``).
@@ -22,13 +24,14 @@ from omnidistill.config import OptimConfig, ParamGroupRule
 from omnidistill.parallel.mesh import path_string
 
 HEAD_PATTERN = r"^(pooler|head)/"
+HEAD_ONLY_PATTERN = r"^head/"
 ENCODER_PATTERN = re.compile(r"^encoder/")
 LAYER_PATTERN = re.compile(r"^encoder/layers/(\d+)/")
 
 
-def group_rules(cfg: OptimConfig) -> list[ParamGroupRule]:
-    """User rules followed by the head rule."""
-    return [*cfg.param_groups, ParamGroupRule(pattern=HEAD_PATTERN, lr=cfg.head_lr)]
+def group_rules(cfg: OptimConfig, pretrained_pooler: bool = False) -> list[ParamGroupRule]:
+    """User rules followed by the head rule (which leaves a pretrained pooler to the encoder LR)."""
+    return [*cfg.param_groups, ParamGroupRule(pattern=HEAD_ONLY_PATTERN if pretrained_pooler else HEAD_PATTERN, lr=cfg.head_lr)]
 
 
 def num_encoder_layers(params: Any) -> int:
@@ -36,9 +39,9 @@ def num_encoder_layers(params: Any) -> int:
     return max(layers) + 1 if layers else 0
 
 
-def param_settings(params: Any, cfg: OptimConfig) -> Any:
+def param_settings(params: Any, cfg: OptimConfig, pretrained_pooler: bool = False) -> Any:
     """Tree of (lr, weight_decay, frozen, is_encoder) per parameter."""
-    rules = [(re.compile(r.pattern), r) for r in group_rules(cfg)]
+    rules = [(re.compile(r.pattern), r) for r in group_rules(cfg, pretrained_pooler)]
     n_layers = num_encoder_layers(params)
 
     def settings(path, _):
@@ -59,9 +62,9 @@ def param_settings(params: Any, cfg: OptimConfig) -> Any:
     return jax.tree_util.tree_map_with_path(settings, params)
 
 
-def param_group_labels(params: Any, cfg: OptimConfig) -> tuple[Any, dict[str, tuple]]:
+def param_group_labels(params: Any, cfg: OptimConfig, pretrained_pooler: bool = False) -> tuple[Any, dict[str, tuple]]:
     """Group label per parameter and the settings of each group."""
-    settings = param_settings(params, cfg)
+    settings = param_settings(params, cfg, pretrained_pooler)
     groups: dict[tuple, str] = {}
     labels = jax.tree.map(lambda s: groups.setdefault(s, f"group{len(groups)}"), settings, is_leaf=lambda x: isinstance(x, tuple))
     return labels, {name: s for s, name in groups.items()}
@@ -92,9 +95,11 @@ def frozen_for(total_steps: int, cfg: OptimConfig) -> int:
     return max(cfg.freeze_encoder_steps, round(cfg.freeze_encoder_fraction * total_steps))
 
 
-def build_optimizer(cfg: OptimConfig, params: Any, total_steps: int) -> tuple[optax.GradientTransformation, dict[str, Callable]]:
+def build_optimizer(
+    cfg: OptimConfig, params: Any, total_steps: int, *, pretrained_pooler: bool = False
+) -> tuple[optax.GradientTransformation, dict[str, Callable]]:
     """The optimizer and each group's learning-rate schedule (for logging)."""
-    labels, groups = param_group_labels(params, cfg)
+    labels, groups = param_group_labels(params, cfg, pretrained_pooler)
     decay_mask = jax.tree.map(lambda p: p.ndim >= 2, params)
     hold = frozen_for(total_steps, cfg)
     schedules: dict[str, Callable] = {}

@@ -172,7 +172,7 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     mesh = build_mesh(cfg.mesh)
     check_batching(cfg, mesh.shape["data"] * mesh.shape["fsdp"], jax.process_count())
     loaded = load_model(cfg.model, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed)
-    encoder = RecordEncoder(loaded.tokenizer, cfg.data.max_length)
+    encoder = RecordEncoder.from_config(loaded.tokenizer, cfg.data)
     if not cfg.data.train and cfg.data.tfds is None:
         raise TrainError("data.train names no file (or set data.tfds)")
     train_records, skipped = load_split(cfg.data, "train")
@@ -182,7 +182,7 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     total_steps = cfg.train.max_steps or max(1, math.ceil(cfg.train.epochs * epoch_steps))
 
     graphdef, params_state = nnx.split(loaded.model, nnx.Param)
-    tx, schedules = build_optimizer(cfg.optim, params_state.to_pure_dict(), total_steps)
+    tx, schedules = build_optimizer(cfg.optim, params_state.to_pure_dict(), total_steps, pretrained_pooler=loaded.pretrained_pooler)
     state = init_state(params_state.to_pure_dict(), tx, cfg.train.seed, mesh, get_family(cfg.model.family).sharding_rules)
     state_shardings = jax.tree.map(lambda x: x.sharding, state)
     b_sharding = batch_sharding(mesh)

@@ -81,7 +81,7 @@ def test_trained_sharded_checkpoint_exports_and_scores_the_same(tmp_path, repo_r
     # Every snippet of the model card (plain transformers, omnidistill) prints the run's own scores:
     ours = list(Scorer.load(run).score(candidates=[EXAMPLE["candidate"]], sources=[EXAMPLE["source"]])[0].values())
     outputs = card_scores(tmp_path / "hf")
-    assert len(outputs) == 2
+    assert len(outputs) == 3  # the paper's head exports as omniscore: the package, plain transformers, omnidistill
     for scores in outputs:
         np.testing.assert_allclose(scores, ours, atol=1e-5)
     assert "data/sample/train.jsonl" in (tmp_path / "hf" / "README.md").read_text()

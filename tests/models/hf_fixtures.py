@@ -56,7 +56,7 @@ def save_tiny_bert(folder: Path, classification: bool = False, seed: int = 0, **
 
 def flax_from_folder(folder: Path, family: str, groups: tuple[str, ...] = ("encoder",)):
     """A regressor of ``family`` with the folder's weights (``groups`` must all be present)."""
-    model = build_regressor(ModelConfig(family=family), read_hf_config(folder))
+    model = build_regressor(ModelConfig(family=family, pooling="cls"), read_hf_config(folder))
     load_hf_weights(model, read_hf_tensors(folder), required_groups=groups)
     return model
 

@@ -92,3 +92,29 @@ def test_schedules_warm_up_then_decay(schedule):
     assert end == pytest.approx(1.0) if schedule == "constant" else end == pytest.approx(0.0, abs=1e-6)
     if schedule == "wsd":
         assert float(f(89)) == pytest.approx(1.0) and float(f(95)) == pytest.approx(0.5)
+
+
+def test_a_pretrained_pooler_trains_at_the_encoder_lr(tmp_path, tiny_tokenizer_dir):
+    """BERT checkpoints carry pooler.dense: with ``pooling: cls`` it trains with the encoder, not at head_lr;
+    a pooler that is new (no pooler in the checkpoint) stays in the head group."""
+    from omnidistill.config import ModelConfig
+    from omnidistill.models.loader import load_model
+    from tests.models.hf_fixtures import save_tiny_bert
+
+    pytest.importorskip("torch")
+    with_pooler = save_tiny_bert(tmp_path / "bert", vocab_size=1024)
+    loaded = load_model(ModelConfig(family="bert", pooling="cls", init_from=str(with_pooler), tokenizer=str(tiny_tokenizer_dir)))
+    assert loaded.pretrained_pooler
+    cfg = OptimConfig(lr=1.0, head_lr=2.0)
+    settings = param_settings(make_params(), cfg, pretrained_pooler=loaded.pretrained_pooler)
+    assert settings["pooler"]["dense"]["kernel"][0] == 1.0 and settings["head"]["linear"]["kernel"][0] == 2.0
+    assert param_settings(make_params(), cfg)["pooler"]["dense"]["kernel"][0] == 2.0
+    from safetensors.numpy import load_file, save_file
+
+    tensors = {k: v for k, v in load_file(str(with_pooler / "model.safetensors")).items() if "pooler" not in k}
+    save_file(tensors, str(with_pooler / "model.safetensors"))
+    assert not load_model(
+        ModelConfig(family="bert", pooling="cls", init_from=str(with_pooler), tokenizer=str(tiny_tokenizer_dir))
+    ).pretrained_pooler
+    raw = load_model(ModelConfig(family="bert", pooling="cls_raw", init_from=str(with_pooler), tokenizer=str(tiny_tokenizer_dir)))
+    assert not raw.pretrained_pooler
