@@ -21,12 +21,14 @@ from omnidistill.data.pipeline import PackSpec, packed_train_dataset, train_data
 from omnidistill.data.schema import Record
 from omnidistill.data.splits import load_split
 from omnidistill.data.tokenize import RecordEncoder, count_truncated
-from omnidistill.models.loader import load_model
+from omnidistill.models.hf_io import set_params
+from omnidistill.models.loader import LoadedModel, load_model
 from omnidistill.models.registry import get_family
 from omnidistill.models.regressor import make_predict_fn
 from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_array, param_shardings, replicated
 from omnidistill.runs.checkpoint import RunCheckpoints
-from omnidistill.runs.run_dir import check_same_model, save_run_metadata
+from omnidistill.runs.load import load_trained
+from omnidistill.runs.run_dir import check_same_model, load_run_metadata, save_run_metadata
 from omnidistill.train.optimizer import build_optimizer
 from omnidistill.train.state import TrainState
 from omnidistill.train.step import make_train_step
@@ -165,13 +167,52 @@ class TrainRun:
         return {f"lr_{name}": float(schedule(step)) for name, schedule in self.learning_rates.items()}
 
 
+def is_run_directory(path: str | None) -> bool:
+    return bool(path) and (Path(path) / "model.json").is_file() and (Path(path) / "config.yaml").is_file()
+
+
+def load_initial_model(cfg: Config) -> LoadedModel:
+    """The model a run starts from: ``model.init_from`` names a Hugging Face folder / hub id (encoder
+    weights), or an omnidistill run directory (one ``train`` or ``import`` wrote): then every
+    parameter of its best checkpoint that the configured model also has (same path and shape:
+    encoder, and pooler and heads when ``model.pooling``/``model.head`` match) starts from it."""
+    if not is_run_directory(cfg.model.init_from):
+        return load_model(cfg.model, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed)
+    source = Path(str(cfg.model.init_from))
+    run_cfg, _graphdef, params, _tokenizer, step = load_trained(source)
+    _, hf_config, tok_dir = load_run_metadata(source)
+    model_cfg = dataclasses.replace(
+        cfg.model, init_from=None, tokenizer=cfg.model.tokenizer or str(tok_dir), arch={**hf_config, **cfg.model.arch}
+    )
+    loaded = load_model(model_cfg, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed)
+    shapes = {path: tuple(v.get_value().shape) for path, v in nnx.state(loaded.model, nnx.Param).flat_state()}
+    flat = dict(nnx.traversals.flatten_mapping(params))
+    matched = {p: v for p, v in flat.items() if shapes.get(p) == tuple(v.shape)}
+    if not any(p[0] == "encoder" for p in matched):
+        raise TrainError(f"model.init_from={source}: its encoder does not fit the configured model")
+    set_params(loaded.model, nnx.traversals.unflatten_mapping(matched))
+    fresh = sorted({"/".join(map(str, p[:1])) for p in shapes if p not in matched})
+    log.info("initialised from run %s (step %d)%s", source, step, f"; new: {', '.join(fresh)}" if fresh else "")
+    for field in ("input_format", "layout", "truncation"):
+        if getattr(run_cfg.data, field) != getattr(cfg.data, field):
+            log.warning(
+                "model.init_from=%s was trained with data.%s=%r; this run uses %r",
+                source,
+                field,
+                getattr(run_cfg.data, field),
+                getattr(cfg.data, field),
+            )
+    loaded.pretrained_pooler = loaded.model.pooler is not None and any(p[0] == "pooler" for p in matched)
+    return loaded
+
+
 def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     """Build the run described by ``cfg``; with ``resume``, restore its latest checkpoint (state and
     data iterator). A run directory that already has checkpoints is refused without ``resume``."""
     run_dir = Path(cfg.train.output_dir)
     mesh = build_mesh(cfg.mesh)
     check_batching(cfg, mesh.shape["data"] * mesh.shape["fsdp"], jax.process_count())
-    loaded = load_model(cfg.model, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed)
+    loaded = load_initial_model(cfg)
     encoder = RecordEncoder.from_config(loaded.tokenizer, cfg.data)
     if not cfg.data.train and cfg.data.tfds is None:
         raise TrainError("data.train names no file (or set data.tfds)")

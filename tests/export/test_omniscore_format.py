@@ -134,3 +134,25 @@ def test_heads_are_refused_for_the_format_that_cannot_hold_them(tmp_path, tokeni
     assert main(["export", str(pooled), str(tmp_path / "out"), "--format", "omniscore"]) == 2
     assert "--format hf" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_training_can_start_from_an_imported_run(tmp_path, tokenizer_dirs, sample_dir, repo_root):
+    """``model.init_from: runs/NAME`` starts from every parameter of that run (encoder and heads):
+    with learning rates of 0 the new run scores exactly as the source run."""
+    import yaml
+
+    source = make_run(tmp_path / "source", "bert", "cls_raw", tokenizer_dirs["wordpiece"], DataConfig(max_length=128), seed=5)
+    export_run(source, tmp_path / "os", verify=False)
+    import_hf(str(tmp_path / "os"), tmp_path / "imported")
+    config = {
+        "model": {"family": "bert", "init_from": str(tmp_path / "imported")},
+        "data": {"train": [str(sample_dir / "dev.jsonl")], "dev": [str(sample_dir / "dev.jsonl")], "max_length": 128},
+        "optim": {"lr": 0.0, "head_lr": 0.0},
+        "train": {"output_dir": str(tmp_path / "continued"), "max_steps": 1, "batch_size": 8, "compute_dtype": "float32"},
+    }
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    assert main(["train", str(tmp_path / "c.yaml")]) == 0
+    records = read_records(sample_dir / "dev.jsonl")[0][:16]
+    np.testing.assert_allclose(
+        Scorer.load(tmp_path / "continued").score_records(records), Scorer.load(source).score_records(records), atol=1e-6
+    )
