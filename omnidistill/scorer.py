@@ -5,9 +5,9 @@
     scorer.score(candidates=["Paris is the capital."], questions=["What is the capital of France?"])
     # -> [{"informativeness": 4.1, "clarity": 4.6, "plausibility": 4.4, "faithfulness": 4.3}]
 
-Batches are length-sorted and padded to length buckets (one compiled function per bucket, reused
-across calls); results come back in input order and are deterministic: the same inputs give the same
-scores, bit for bit, on the same device.
+Batches are sorted by token count and padded to the next multiple of ``eval.length_step`` tokens (one
+compiled function per padded length, reused across calls); results come back in input order and are
+deterministic: the same inputs give the same scores, bit for bit, on the same device.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from omnidistill.config import DataConfig, MeshConfig
 from omnidistill.data.schema import Record
 from omnidistill.data.tokenize import RecordEncoder, count_truncated
 from omnidistill.dimensions import DIMENSIONS
-from omnidistill.eval.predict import predict_records, warm_up
+from omnidistill.eval.predict import inference_buckets, predict_records, used_buckets, warm_up
 from omnidistill.models.regressor import make_predict_fn
 from omnidistill.parallel.mesh import build_mesh, replicated
 
@@ -46,13 +46,15 @@ class Scorer:
     """Input format, layout, truncation, max_length and length buckets the model was trained with."""
     batch_size: int = 64
     source: str = ""
+    length_step: int = 32
+    """Batches (sorted by token count) pad to the next multiple of this many tokens (``eval.length_step``)."""
 
     def __post_init__(self) -> None:
         self.mesh = build_mesh(MeshConfig())
         self.params = jax.device_put(self.params, replicated(self.mesh))
         self.encoder = RecordEncoder.from_config(self.tokenizer, self.data)
         self._predict = jax.jit(make_predict_fn(self.graphdef))
-        self.buckets = tuple(b for b in self.data.length_buckets if b <= self.max_length) or (self.max_length,)
+        self.buckets = inference_buckets(self.max_length, self.length_step)
 
     @property
     def max_length(self) -> int:
@@ -67,7 +69,7 @@ class Scorer:
             from omnidistill.runs.load import load_trained
 
             cfg, graphdef, params, tokenizer, _ = load_trained(path, checkpoint)
-            return cls(graphdef, params, tokenizer, cfg.data, batch_size, str(path))
+            return cls(graphdef, params, tokenizer, cfg.data, batch_size, str(path), cfg.eval.length_step)
         if (path / "config.json").exists():
             from omnidistill.models.loader import load_tokenizer
             from omnidistill.models.published import load_published
@@ -77,9 +79,11 @@ class Scorer:
             return cls(graphdef, state.to_pure_dict(), load_tokenizer(str(path)), published.data, batch_size, str(path))
         raise FileNotFoundError(f"{path}: neither an omnidistill run directory nor a Hugging Face model folder")
 
-    def warm_up(self) -> None:
-        """Compile the prediction function for every length bucket (so that timings exclude compilation)."""
-        warm_up(self._predict, self.params, self.mesh, batch_size=self.batch_size, buckets=self.buckets)
+    def warm_up(self, records: Sequence[Record] | None = None) -> None:
+        """Compile the prediction function for the padded lengths ``records`` need (all of them when None),
+        so that timings exclude compilation."""
+        buckets = self.buckets if records is None else used_buckets(self.encoder, records, self.buckets)
+        warm_up(self._predict, self.params, self.mesh, batch_size=self.batch_size, buckets=buckets)
 
     def score_records(self, records: Sequence[Record], *, progress: bool = False) -> np.ndarray:
         """Scores [N, 4] in record order."""

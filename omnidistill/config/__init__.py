@@ -254,6 +254,9 @@ class LoggingConfig:
 @dataclasses.dataclass
 class EvalConfig:
     batch_size: int = 64
+    length_step: int = 32
+    """``eval`` and ``score`` batches (sorted by token count) pad to the next multiple of this many tokens;
+    each padded length compiles once. Dev evaluation during training pads to ``data.length_buckets``."""
     lang_weights: str | None = None
     """L-MAE weights: a JSON/YAML file mapping language -> weight (e.g. OmniScore Table 14's test counts);
     default: the evaluated items of each language."""

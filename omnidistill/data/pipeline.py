@@ -118,21 +118,20 @@ def eval_dataset(
     process_count: int = 1,
     sort_by_length: bool = True,
 ) -> grain.MapDataset:
-    """One ordered pass; the last batch is padded with masked rows. ``index`` maps rows back to records.
+    """One ordered pass; one batch is padded with masked rows. ``index`` maps rows back to records.
 
     With ``sort_by_length`` the examples are ordered by their token count (not characters, which
-    differ by script), so that each batch pads to the smallest bucket it can.
+    differ by script), so that each batch pads to the smallest bucket it can, and the one partial
+    batch holds the shortest examples (its padding rows then cost least); otherwise it is the last.
     """
     encode = _Encode(encoder)
     examples = [encode.map((i, r)) for i, r in enumerate(records)]
     if sort_by_length:
         examples.sort(key=lambda e: len(e["input_ids"]))
-    ds = grain.MapDataset.source(examples)
-    ds = ds.batch(
-        global_batch,
-        drop_remainder=False,
-        batch_fn=partial(collate, pad_id=encoder.pad_id, buckets=tuple(buckets), batch_size=global_batch),
-    )
+    first = len(examples) % global_batch if sort_by_length else 0
+    starts = ([0] if first else []) + list(range(first, len(examples), global_batch))
+    groups = [examples[a : a + (first if a == 0 and first else global_batch)] for a in starts]
+    ds = grain.MapDataset.source(groups).map(partial(collate, pad_id=encoder.pad_id, buckets=tuple(buckets), batch_size=global_batch))
     return ds.map(partial(process_slice, process_index=process_index, process_count=process_count))
 
 

@@ -16,6 +16,9 @@ from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.dimensions import NUM_DIMENSIONS
 from omnidistill.parallel.mesh import batch_sharding, global_batch_array
 
+MODEL_INPUTS = ("input_ids", "attention_mask")
+"""What ``predict_fn`` receives (the warm-up compiles for exactly this structure)."""
+
 
 def _to_host(x: jax.Array) -> np.ndarray:
     if jax.process_count() == 1:
@@ -52,9 +55,9 @@ def predict_records(
 
         ds = tqdm(ds, total=len(ds), desc="score", unit="batch", dynamic_ncols=True)
     for local in ds:
-        batch = {k: global_batch_array(local[k], sharding) for k in ("input_ids", "attention_mask", "index")}
+        batch = {k: global_batch_array(local[k], sharding) for k in MODEL_INPUTS}
         scores = _to_host(predict_fn(params, batch))
-        index = _to_host(batch["index"])
+        index = _to_host(global_batch_array(local["index"], sharding))
         keep = index >= 0
         out[index[keep]] = scores[keep]
     return out
@@ -68,10 +71,8 @@ def warm_up(predict_fn: Callable[[Any, dict], jax.Array], params: Any, mesh: Mes
     sharding = batch_sharding(mesh)
     local = batch_size // jax.process_count()
     for length in sorted(set(buckets)):
-        batch = {
-            "input_ids": np.zeros((local, length), np.int32),
-            "attention_mask": np.ones((local, length), np.int32),
-        }
+        batch = {"input_ids": np.zeros((local, length), np.int32), "attention_mask": np.ones((local, length), np.int32)}
+        assert tuple(batch) == MODEL_INPUTS
         jax.block_until_ready(predict_fn(params, {k: global_batch_array(v, sharding) for k, v in batch.items()}))
 
 
@@ -80,3 +81,10 @@ def used_buckets(encoder: RecordEncoder, records: Sequence[Record], buckets: Seq
     from omnidistill.data.pipeline import bucket_length
 
     return sorted({bucket_length(min(n, encoder.max_length), buckets) for n in encoder.full_lengths(list(records))})
+
+
+def inference_buckets(max_length: int, step: int) -> tuple[int, ...]:
+    """Padded lengths for inference: every multiple of ``step`` below ``max_length``, and ``max_length``."""
+    if step < 1:
+        raise ValueError(f"eval.length_step must be >= 1, not {step}")
+    return (*range(step, max_length, step), max_length)

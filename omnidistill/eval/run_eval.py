@@ -17,7 +17,7 @@ from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.compare import compare_judges, comparison_markdown, load_predictions
 from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.plots import write_plots
-from omnidistill.eval.predict import predict_records, used_buckets, warm_up
+from omnidistill.eval.predict import inference_buckets, predict_records, used_buckets, warm_up
 from omnidistill.eval.report import build_report, write_report
 from omnidistill.models.regressor import make_predict_fn
 from omnidistill.parallel.mesh import build_mesh, replicated
@@ -75,9 +75,10 @@ def evaluate_run(
     params = jax.device_put(params, replicated(mesh))
     predict_fn = jax.jit(make_predict_fn(graphdef))
     bs = batch_size or cfg.eval.batch_size
-    warm_up(predict_fn, params, mesh, batch_size=bs, buckets=used_buckets(encoder, records, cfg.data.length_buckets))
+    buckets = inference_buckets(cfg.data.max_length, cfg.eval.length_step)
+    warm_up(predict_fn, params, mesh, batch_size=bs, buckets=used_buckets(encoder, records, buckets))
     start = time.perf_counter()
-    pred = predict_records(predict_fn, params, records, encoder, mesh, batch_size=bs, buckets=cfg.data.length_buckets)
+    pred = predict_records(predict_fn, params, records, encoder, mesh, batch_size=bs, buckets=buckets)
     seconds = time.perf_counter() - start
     weights_file = lang_weights or cfg.eval.lang_weights
     weights = load_group_weights(weights_file) if weights_file else None

