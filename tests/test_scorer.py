@@ -99,3 +99,41 @@ def test_one_compiled_function_per_length_bucket(run_and_export, repo_root):
     assert 1 <= compiled <= len(scorer.buckets) < batches
     scorer.score(candidates=texts[::-1], sources=[r.source for r in records][::-1])
     assert scorer._predict._cache_size() == compiled  # a second call reuses them
+
+
+def test_warm_up_compiles_exactly_what_scoring_then_uses(run_and_export, repo_root):
+    """After warm_up(records), scoring them compiles nothing more (eval's timing excludes compilation)."""
+    from omnidistill.data.sources import read_records
+
+    records = read_records(repo_root / "data" / "sample" / "test.jsonl")[0][:40]
+    scorer = Scorer.load(run_and_export[0], batch_size=8)
+    scorer.warm_up(records)
+    compiled = scorer._predict._cache_size()
+    scorer.score_records(records)
+    assert scorer._predict._cache_size() == compiled >= 1
+
+
+def test_batches_are_sorted_by_tokens_not_characters(run_and_export):
+    """A long word is one token and a short spaced string many: token counts decide the batching, and the
+    one partial batch holds the shortest inputs."""
+    from omnidistill.data.pipeline import eval_dataset
+    from omnidistill.data.schema import Record
+
+    scorer = Scorer.load(run_and_export[0], batch_size=2)
+    few_tokens = Record(id="few", task="qa", lang="en", candidate="x" * 120)  # over WordPiece's word limit: one [UNK]
+    many_tokens = Record(id="many", task="qa", lang="en", candidate=" ".join("abcdefghijklmnopqrst"))
+    middle = Record(id="mid", task="qa", lang="en", candidate="a b c d e f")
+    records = [many_tokens, middle, few_tokens]
+    lengths = [len(scorer.encoder(r)["input_ids"]) for r in records]
+    assert lengths[2] < lengths[1] < lengths[0] and len(few_tokens.candidate) > len(many_tokens.candidate)
+    batches = [b["index"].tolist() for b in eval_dataset(records, scorer.encoder, global_batch=2, buckets=scorer.buckets)]
+    assert batches == [[2, -1], [1, 0]]
+
+
+def test_eval_reports_cost_per_1000_items(run_and_export, tmp_path, capsys):
+    run, _ = run_and_export
+    args = ["eval", str(run), "--no-plots", "--bootstrap", "0", "--usd-per-hour", "2.49", "--out", str(tmp_path)]
+    assert main(args) == 0
+    meta = json.loads((tmp_path / "test.json").read_text())["meta"]
+    assert meta["usd_per_1000"] == pytest.approx(meta["seconds_per_1000"] / 3600 * 2.49)
+    assert "per 1,000 at $2.49/h" in (tmp_path / "test.md").read_text()
