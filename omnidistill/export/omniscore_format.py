@@ -18,7 +18,7 @@ from flax import nnx
 from omnidistill.config import Config
 from omnidistill.data.input_text import TextLayout
 from omnidistill.dimensions import DIMENSIONS, SCORE_MAX, SCORE_MIN
-from omnidistill.models.published import OMNISCORE_MODEL_TYPE, OMNISCORE_POOLING, omniscore_weight_table
+from omnidistill.models.published import OMNISCORE_MODEL_TYPE, OMNISCORE_POOLING, backbone_prefix, omniscore_weight_table
 from omnidistill.models.registry import get_family
 from omnidistill.models.weights import flax_to_hf
 
@@ -32,7 +32,7 @@ def omniscore_tensors(family_name: str, arch: Any, params: Any) -> dict[str, np.
     if unused:
         pooler = nnx.eval_shape(lambda: family.pooler_cls(arch, rngs=nnx.Rngs(0)))
         shapes = {"/".join(map(str, p)): v.get_value().shape for p, v in nnx.state(pooler, nnx.Param).flat_state()}
-        base = next(e.hf_key for e in family.weight_table(arch) if e.group == "encoder").split(".", 1)[0] + "."
+        base = backbone_prefix(family, arch) + "."
         for entry in family.weight_table(arch):
             key = "backbone." + entry.hf_key.removeprefix(base)
             if key in unused:
