@@ -1,5 +1,6 @@
 """Every encoder family trains through the same regressor, step and sharding, and exports verified."""
 
+import importlib.util
 import json
 
 import pytest
@@ -7,9 +8,10 @@ import pytest
 from omnidistill.cli import main
 
 pytest.importorskip("torch")
+HAS_OMNISCORE = importlib.util.find_spec("omniscore") is not None
 
 
-@pytest.mark.parametrize("family", ["bert", "modernbert", "deberta_v2"])
+@pytest.mark.parametrize("family", ["bert", "modernbert", "deberta_v2", "xlm_roberta"])
 def test_tiny_default_switched_to_family_trains_and_exports(tmp_path, repo_root, family):
     run = tmp_path / family
     args = [
@@ -27,10 +29,14 @@ def test_tiny_default_switched_to_family_trains_and_exports(tmp_path, repo_root,
         f"data.dev=[{repo_root}/data/sample/dev.jsonl]",
         f"data.test=[{repo_root}/data/sample/test.jsonl]",
         f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
+        f"model.pooling={'cls_raw' if HAS_OMNISCORE else 'cls'}",
     ]
     assert main(args) == 0
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
     assert any("dev_mae" in r for r in log)
-    assert main(["export", str(run), str(tmp_path / f"{family}-hf"), "--verify", "on"]) == 0
-    config = json.loads((tmp_path / f"{family}-hf" / "config.json").read_text())
-    assert config["architectures"][0].endswith("ForSequenceClassification")
+    assert main(["export", str(run), str(tmp_path / f"{family}-out"), "--verify", "on"]) == 0
+    config = json.loads((tmp_path / f"{family}-out" / "config.json").read_text())
+    if HAS_OMNISCORE:  # the paper's head, checked against the omniscore package
+        assert config["architectures"] == ["OmniScoreModel"] and config["pooling_strategy"] == "cls"
+    else:
+        assert config["architectures"][0].endswith("ForSequenceClassification")

@@ -13,12 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from flax import nnx
 
 from omnidistill.config import Config
 from omnidistill.data.input_text import TextLayout
 from omnidistill.dimensions import DIMENSIONS, SCORE_MAX, SCORE_MIN
-from omnidistill.models.published import OMNISCORE_MODEL_TYPE, OMNISCORE_POOLING, backbone_prefix, omniscore_weight_table
+from omnidistill.models.published import OMNISCORE_MODEL_TYPE, OMNISCORE_POOLING, omniscore_weight_table
 from omnidistill.models.registry import get_family
 from omnidistill.models.weights import flax_to_hf
 
@@ -27,17 +26,10 @@ def omniscore_tensors(family_name: str, arch: Any, params: Any) -> dict[str, np.
     """``backbone.*`` and ``score_head.*`` float32 tensors. Backbone tensors the pooling leaves unused but
     ``AutoModel`` builds (BERT's pooler) are written as zeros, so that loading reports nothing missing."""
     family = get_family(family_name)
-    table, unused = omniscore_weight_table(family, arch)
+    table, _ = omniscore_weight_table(family, arch)
     tensors = flax_to_hf(params, table)
-    if unused:
-        pooler = nnx.eval_shape(lambda: family.pooler_cls(arch, rngs=nnx.Rngs(0)))
-        shapes = {"/".join(map(str, p)): v.get_value().shape for p, v in nnx.state(pooler, nnx.Param).flat_state()}
-        base = backbone_prefix(family, arch) + "."
-        for entry in family.weight_table(arch):
-            key = "backbone." + entry.hf_key.removeprefix(base)
-            if key in unused:
-                shape = shapes["/".join(map(str, entry.path[1:]))]
-                tensors[key] = np.zeros(shape[::-1] if entry.kind == "linear" else shape, np.float32)
+    for key, shape in family.backbone_extras(arch).items():
+        tensors["backbone." + key] = np.zeros(shape, np.float32)
     return tensors
 
 

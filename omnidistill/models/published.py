@@ -42,16 +42,14 @@ def omniscore_weight_table(family: Family, arch: Any) -> tuple[list[WeightEntry]
     """(entries for ``backbone.*`` + ``score_head.*``, keys of backbone tensors the ``omniscore`` pooling
     leaves unused, e.g. BERT's ``backbone.pooler.dense.*``, which ``AutoModel`` builds anyway)."""
     base = backbone_prefix(family, arch) + "."
-    entries, unused = [], []
+    entries = []
     for entry in family.weight_table(arch):
         if entry.group == "encoder":
             entries.append(dataclasses.replace(entry, hf_key="backbone." + entry.hf_key.removeprefix(base)))
-        elif entry.group == "pooler" and entry.hf_key.startswith(base):
-            unused.append("backbone." + entry.hf_key.removeprefix(base))
         elif entry.group == "classifier":
             suffix = entry.hf_key.rsplit(".", 1)[1]
             entries.append(dataclasses.replace(entry, hf_key=f"score_head.{suffix}"))
-    return entries, unused
+    return entries, ["backbone." + key for key in family.backbone_extras(arch)]
 
 
 def layout_from_omniscore(config: dict[str, Any]) -> PromptLayout:

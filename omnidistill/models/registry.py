@@ -16,6 +16,9 @@ from omnidistill.models.modernbert import config as modernbert_config
 from omnidistill.models.modernbert import modeling as modernbert_modeling
 from omnidistill.models.modernbert import params as modernbert_params
 from omnidistill.models.weights import WeightEntry
+from omnidistill.models.xlm_roberta import config as xlm_roberta_config
+from omnidistill.models.xlm_roberta import modeling as xlm_roberta_modeling
+from omnidistill.models.xlm_roberta import params as xlm_roberta_params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +35,9 @@ class Family:
     ignorable_prefixes: tuple[str, ...] = ()
     sharding_rules: tuple[tuple[str, tuple[str | None, ...]], ...] = ()
     """(path regex, axis per dimension) tensor-parallel rules; unmatched matrices get FSDP by default."""
+    backbone_extras: Callable[[Any], dict[str, tuple[int, ...]]] = lambda arch: {}
+    """Tensors (``AutoModel`` key -> shape) the backbone's ``AutoModel`` builds that no omnidistill head
+    uses, e.g. BERT's pooler under ``pooling: cls_raw``: written as zeros by ``export --format omniscore``."""
     check_head_config: Callable[[dict[str, Any]], None] = lambda hf: None
     """Refuses, by field name, HF classification-head settings the port's pooler + head do not implement
     (called when a ``*ForSequenceClassification`` head is imported; a backbone's copy is irrelevant)."""
@@ -48,6 +54,19 @@ FAMILIES: dict[str, Family] = {
         hf_class=bert_params.HF_CLASS,
         ignorable_prefixes=bert_params.IGNORABLE_PREFIXES,
         sharding_rules=bert_params.SHARDING_RULES,
+        backbone_extras=bert_params.pooler_extras,
+    ),
+    "xlm_roberta": Family(
+        name="xlm_roberta",
+        hf_model_types=xlm_roberta_config.XlmRobertaConfig.MODEL_TYPES,
+        config_from_hf=xlm_roberta_config.XlmRobertaConfig.from_hf,
+        encoder_cls=xlm_roberta_modeling.XlmRobertaEncoder,
+        pooler_cls=xlm_roberta_modeling.XlmRobertaPooler,
+        weight_table=xlm_roberta_params.weight_table,
+        hf_class=xlm_roberta_params.HF_CLASS,
+        ignorable_prefixes=xlm_roberta_params.IGNORABLE_PREFIXES,
+        sharding_rules=xlm_roberta_params.SHARDING_RULES,
+        backbone_extras=bert_params.pooler_extras,
     ),
     "deberta_v2": Family(
         name="deberta_v2",

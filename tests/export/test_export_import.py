@@ -19,6 +19,7 @@ from tests.export.card import card_scores
 from tests.models.hf_fixtures import save_tiny, save_tiny_bert
 from tests.models.test_deberta_v2_parity import V3
 from tests.models.test_modernbert_parity import TINY as MODERNBERT
+from tests.models.test_xlm_roberta_parity import TINY as XLMR
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -36,6 +37,7 @@ FAMILY_CLASSIFIERS = {
     "bert": lambda folder: save_tiny_bert(folder, classification=True, vocab_size=1024),
     "deberta_v2": lambda folder: save_tiny(folder, "DebertaV2", V3, classification=True, perturb="LayerNorm", vocab_size=1024),
     "modernbert": lambda folder: save_tiny(folder, "ModernBert", MODERNBERT, classification=True, perturb="norm", vocab_size=1024),
+    "xlm_roberta": lambda folder: save_tiny(folder, "XLMRoberta", XLMR, classification=True, perturb="LayerNorm", vocab_size=1024),
 }
 
 
@@ -62,6 +64,7 @@ def test_import_then_export_round_trips_tensors_exactly(tmp_path, tiny_tokenizer
 
 
 def test_trained_sharded_checkpoint_exports_and_scores_the_same(tmp_path, repo_root):
+    pytest.importorskip("omniscore")  # the default (paper) head exports in its format
     run = tmp_path / "run"
     args = [
         "train",

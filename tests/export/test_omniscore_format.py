@@ -25,6 +25,7 @@ from tests.export.card import card_scores
 from tests.models.hf_fixtures import TINY_BERT
 from tests.models.test_deberta_v2_parity import V3
 from tests.models.test_modernbert_parity import TINY as MODERNBERT
+from tests.models.test_xlm_roberta_parity import TINY as XLMR
 
 torch = pytest.importorskip("torch")
 omniscore = pytest.importorskip("omniscore")
@@ -33,6 +34,7 @@ BACKBONES = {
     "bert": ("bert", TINY_BERT, "wordpiece"),
     "modernbert": ("modernbert", MODERNBERT, "bpe"),
     "deberta_v2": ("deberta-v2", V3, "unigram"),
+    "xlm_roberta": ("xlm-roberta", {**XLMR, "pad_token_id": 0}, "unigram"),  # the tokenizer's <pad> is id 0
 }
 RELEASED = PromptLayout(task_prefix="Task:", prediction_prefix="Candidate:")  # QCRI/OmniScore-deberta-v3's layout
 
@@ -66,6 +68,7 @@ CASES = [
     ("modernbert", "mean", DataConfig(input_format="sep", max_length=128, truncation="right")),
     ("deberta_v2", "cls_raw", DataConfig(input_format="omniscore", layout=RELEASED, max_length=128, truncation="right")),
     ("deberta_v2", "mean", DataConfig(input_format="sep", max_length=128)),
+    ("xlm_roberta", "cls_raw", DataConfig(input_format="omniscore", max_length=126, truncation="right")),
 ]
 
 
@@ -113,7 +116,7 @@ def test_omniscore_package_scores_the_export_like_omnidistill(tmp_path, tokenize
 
 @pytest.mark.parametrize("family", sorted(BACKBONES))
 def test_every_model_card_snippet_prints_the_same_scores(tmp_path, tokenizer_dirs, family):
-    data = DataConfig(input_format="omniscore", layout=RELEASED if family == "deberta_v2" else PromptLayout(), max_length=128)
+    data = DataConfig(input_format="omniscore", layout=RELEASED if family == "deberta_v2" else PromptLayout(), max_length=120)
     run = make_run(tmp_path / "run", family, "cls_raw", tokenizer_dirs[BACKBONES[family][2]], data, seed=3)
     export_run(run, tmp_path / "os", verify=False)
     task = ["qa"] if family == "deberta_v2" else None

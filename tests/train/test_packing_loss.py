@@ -25,6 +25,8 @@ ARCHS = {
     },
     # a sliding window of +-2 on every other layer, RoPE positions per segment
     "modernbert": {"model_type": "modernbert", "local_attention": 4, "global_attn_every_n_layers": 2},
+    # RoBERTa positions count from pad + 1 over non-padding tokens, restarting per segment
+    "xlm_roberta": {"model_type": "xlm-roberta", "pad_token_id": 0},
 }
 LENGTHS = [5, 9, 3, 7, 4]
 ROWS = [[0, 1], [2, 3, 4]]  # which examples share a packed row
@@ -86,6 +88,7 @@ def loss_and_grads(family, pooling, batch, loss_cfg):
         ("deberta_v2", "mean"),
         ("modernbert", "cls"),
         ("modernbert", "layer_mix_mean"),
+        ("xlm_roberta", "cls_raw"),
     ],
 )
 def test_packed_rows_give_the_unpacked_loss_and_gradients(family, pooling):

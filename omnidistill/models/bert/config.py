@@ -16,6 +16,9 @@ class UnsupportedConfigError(ValueError):
 class BertConfig:
     """Architecture of a BERT / mBERT / BERT-large (mxbai) / MiniLM encoder."""
 
+    MODEL_TYPES = ("bert",)
+    """Hugging Face ``model_type`` values this config reads (subclasses add their own)."""
+
     vocab_size: int = 30522
     hidden_size: int = 768
     num_hidden_layers: int = 12
@@ -33,12 +36,19 @@ class BertConfig:
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
 
+    @property
+    def max_sequence_length(self) -> int:
+        """The longest input the position table holds."""
+        return self.max_position_embeddings
+
     @classmethod
     def from_hf(cls, hf: dict[str, Any]) -> BertConfig:
         """Build from a Hugging Face config dict, rejecting options the port does not implement."""
-        model_type = hf.get("model_type", "bert")
-        if model_type != "bert":
-            raise UnsupportedConfigError(f"model_type={model_type!r} is not supported by the bert port (only 'bert')")
+        model_type = hf.get("model_type", cls.MODEL_TYPES[0])
+        if model_type not in cls.MODEL_TYPES:
+            raise UnsupportedConfigError(
+                f"model_type={model_type!r} is not supported by this port (only {', '.join(map(repr, cls.MODEL_TYPES))})"
+            )
         pos_type = hf.get("position_embedding_type", "absolute")
         if pos_type not in (None, "absolute"):
             raise UnsupportedConfigError(f"position_embedding_type={pos_type!r} is not supported (only 'absolute')")
@@ -70,7 +80,7 @@ class BertConfig:
     def to_hf(self) -> dict[str, Any]:
         """Hugging Face config fields (without architectures / labels)."""
         return {
-            "model_type": "bert",
+            "model_type": self.MODEL_TYPES[0],
             "vocab_size": self.vocab_size,
             "hidden_size": self.hidden_size,
             "num_hidden_layers": self.num_hidden_layers,

@@ -49,8 +49,8 @@ class BertEmbeddings(nnx.Module):
 
     def __call__(self, input_ids: jax.Array, token_type_ids: jax.Array, positions: jax.Array, rng: jax.Array | None) -> jax.Array:
         seq = input_ids.shape[1]
-        if seq > self.cfg.max_position_embeddings:
-            raise ValueError(f"sequence length {seq} exceeds max_position_embeddings={self.cfg.max_position_embeddings}")
+        if seq > self.cfg.max_sequence_length:
+            raise ValueError(f"sequence length {seq} exceeds the {self.cfg.max_sequence_length} positions of max_position_embeddings")
         x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
         x = self.layer_norm(x)
         return dropout(x, self.cfg.hidden_dropout_prob, rng).astype(self.dtype)
@@ -122,13 +122,17 @@ class BertEncoder(nnx.Module):
         if token_type_ids is None:
             token_type_ids = jnp.zeros_like(input_ids)
         mask = encoder_mask(attention_mask, segment_ids)
-        positions = token_positions(input_ids, segment_ids)
+        positions = self.positions(input_ids, segment_ids)
         x = self.embeddings(input_ids, token_type_ids, positions, sub_rng(rng, 10_000))
         states = [x]
         for i, layer in enumerate(self.layers):
             x = call_layer(layer, self.remat, x, mask, sub_rng(rng, i))
             states.append(x)
         return states if return_all_layers else x
+
+    def positions(self, input_ids: jax.Array, segment_ids: jax.Array | None) -> jax.Array:
+        """Position ids: 0, 1, ... (restarting at each segment of a packed row)."""
+        return token_positions(input_ids, segment_ids)
 
 
 class BertPooler(nnx.Module):

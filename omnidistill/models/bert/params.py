@@ -21,17 +21,19 @@ SHARDING_RULES = (
 )
 
 
-def weight_table(cfg: BertConfig) -> list[WeightEntry]:
-    """Every tensor of the encoder, pooler and the four-output classifier."""
+def weight_table(
+    cfg: BertConfig, *, base: str = "bert", pooler_key: str = "bert.pooler.dense", classifier_key: str = "classifier"
+) -> list[WeightEntry]:
+    """Every tensor of the encoder (under ``base``), pooler and the four-output classifier."""
     enc = ("encoder",)
     table = [
-        embedding("bert.embeddings.word_embeddings.weight", (*enc, "embeddings", "word_embeddings")),
-        embedding("bert.embeddings.position_embeddings.weight", (*enc, "embeddings", "position_embeddings")),
-        embedding("bert.embeddings.token_type_embeddings.weight", (*enc, "embeddings", "token_type_embeddings")),
-        *layer_norm("bert.embeddings.LayerNorm", (*enc, "embeddings", "layer_norm")),
+        embedding(f"{base}.embeddings.word_embeddings.weight", (*enc, "embeddings", "word_embeddings")),
+        embedding(f"{base}.embeddings.position_embeddings.weight", (*enc, "embeddings", "position_embeddings")),
+        embedding(f"{base}.embeddings.token_type_embeddings.weight", (*enc, "embeddings", "token_type_embeddings")),
+        *layer_norm(f"{base}.embeddings.LayerNorm", (*enc, "embeddings", "layer_norm")),
     ]
     for i in range(cfg.num_hidden_layers):
-        hf = f"bert.encoder.layer.{i}"
+        hf = f"{base}.encoder.layer.{i}"
         fx = (*enc, "layers", i)
         table += [
             *linear(f"{hf}.attention.self.query", (*fx, "attention", "query")),
@@ -43,6 +45,11 @@ def weight_table(cfg: BertConfig) -> list[WeightEntry]:
             *linear(f"{hf}.output.dense", (*fx, "output")),
             *layer_norm(f"{hf}.output.LayerNorm", (*fx, "output_norm")),
         ]
-    table += linear("bert.pooler.dense", ("pooler", "dense"), group="pooler")
-    table += linear("classifier", ("head", "linear"), group="classifier")
+    table += linear(pooler_key, ("pooler", "dense"), group="pooler")
+    table += linear(classifier_key, ("head", "linear"), group="classifier")
     return table
+
+
+def pooler_extras(cfg: BertConfig) -> dict[str, tuple[int, ...]]:
+    """Tensors ``AutoModel`` builds for the backbone (its pooler) that no omnidistill head uses."""
+    return {"pooler.dense.weight": (cfg.hidden_size, cfg.hidden_size), "pooler.dense.bias": (cfg.hidden_size,)}
