@@ -27,6 +27,30 @@ def gold_arrays(records: Sequence[Record]) -> tuple[np.ndarray, np.ndarray]:
     return gold, mask
 
 
+def train_mean_labels(records: Sequence[Record]) -> np.ndarray:
+    """Mean label of each dimension over ``records`` (missing labels left out): the constant baseline."""
+    gold, mask = gold_arrays(records)
+    counts = mask.sum(axis=0)
+    if not counts.all():
+        missing = [d for d, n in zip(DIMENSIONS, counts, strict=True) if not n]
+        raise ValueError(f"no training label for {', '.join(missing)}: no mean baseline")
+    return (gold * mask).sum(axis=0) / counts
+
+
+def mean_baseline(records: Sequence[Record], means: np.ndarray, model_mae_dims: float) -> dict:
+    """MAE of predicting ``means`` (the training labels' means) for every item, next to the model's."""
+    gold, mask = gold_arrays(records)
+    pred = np.broadcast_to(np.asarray(means, np.float64), gold.shape)
+    per_dim = {d: float(np.abs(pred[mask[:, i], i] - gold[mask[:, i], i]).mean()) for i, d in enumerate(DIMENSIONS) if mask[:, i].any()}
+    mae = float(np.mean(list(per_dim.values())))
+    return {
+        "train_means": dict(zip(DIMENSIONS, map(float, means), strict=True)),
+        "mae_dims": mae,
+        "mae_by_dim": per_dim,
+        "model_improvement": (mae - model_mae_dims) / mae if mae > 0 else float("nan"),
+    }
+
+
 def headline_cis(pred: np.ndarray, gold: np.ndarray, mask: np.ndarray, samples: int, seed: int = 0) -> dict:
     """95% bootstrap intervals (items resampled) of overall MAE, RMSE, Pearson, Acc@±1 and mae_dims."""
     return headline_intervals(pred, gold, mask, samples=samples, seed=seed)
@@ -153,6 +177,13 @@ def report_markdown(report: dict, title: str = "Evaluation") -> str:
         f"{report.get('lang_mae_weights', 'evaluated items')}): {_fmt(report['lang_mae_weighted'])}; "
         f"task-macro MAE (mean of the task MAEs): {_fmt(report.get('task_macro_mae'))}",
     ]
+    if "baseline" in report:
+        base = report["baseline"]
+        lines += [
+            "",
+            f"Baseline, the training labels' mean for every item: MAE {_fmt(base['mae_dims'])}; this model is "
+            f"{100 * base['model_improvement']:.1f}% lower.",
+        ]
     if "tie_calibration" in report:
         eps = ", ".join(f"{d} {_fmt(c['epsilon'])}" for d, c in report["tie_calibration"].items())
         lines.append(f"Pairwise accuracy tie thresholds ε (fitted per dimension on all items): {eps}")

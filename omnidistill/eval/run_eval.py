@@ -6,6 +6,7 @@ import json
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import jax
 
@@ -18,12 +19,25 @@ from omnidistill.eval.compare import compare_judges, comparison_markdown, load_p
 from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.plots import write_plots
 from omnidistill.eval.predict import inference_buckets, predict_records, used_buckets, warm_up
-from omnidistill.eval.report import build_report, write_report
+from omnidistill.eval.report import build_report, mean_baseline, train_mean_labels, write_report
 from omnidistill.models.regressor import make_predict_fn
 from omnidistill.parallel.mesh import build_mesh, replicated
 from omnidistill.runs.load import load_trained
 
 log = logging.getLogger(__name__)
+
+
+def train_mean_baseline(cfg: Any, records: list, model_mae: float) -> dict | None:
+    """The constant baseline (the run's training-label means) on ``records``; None without training data."""
+    files = [f for f in cfg.data.train if Path(f).is_file()]
+    if not files:
+        return None
+    train, _ = read_records(files, skip_invalid=True)
+    try:
+        return mean_baseline(records, train_mean_labels(train), model_mae)
+    except ValueError as err:
+        log.warning("%s", err)
+        return None
 
 
 def evaluate_run(
@@ -83,6 +97,9 @@ def evaluate_run(
     weights_file = lang_weights or cfg.eval.lang_weights
     weights = load_group_weights(weights_file) if weights_file else None
     report = build_report(records, pred, bootstrap_samples=bootstrap_samples, null=null, lang_weights=weights)
+    baseline = train_mean_baseline(cfg, records, report["overall"]["mae_dims"])
+    if baseline is not None:
+        report["baseline"] = baseline
     if weights_file:
         report["lang_mae_weights"] = str(weights_file)
     report["meta"] = {

@@ -86,3 +86,29 @@ def test_teacher_vs_human_rwg_and_unscored_cells():
     # per item: variances (ddof 1) 0, 0.5, 0 over the three scored dimensions; max-disagreement null 4
     assert cmp["rwg_vs_human"]["rwg_star"] == pytest.approx(1 - (0.5 / 3) / 4)
     assert cmp["rwg_vs_human_by_task"]["qa"]["clarity"] == pytest.approx(1 - 0.5 / 4)
+
+
+def test_mean_baseline_is_the_training_mean_for_every_item(sample_dir):
+    """The baseline predicts each dimension's training-label mean; checked against plain Python on the files."""
+    import json
+
+    from omnidistill.data.sources import read_records
+    from omnidistill.eval.report import mean_baseline, train_mean_labels
+
+    rows = [json.loads(line) for line in (sample_dir / "train.jsonl").read_text().splitlines()]
+    dims = ("informativeness", "clarity", "plausibility", "faithfulness")
+    expected = [
+        sum(r["labels"][d] for r in rows if r["labels"].get(d) is not None) / sum(r["labels"].get(d) is not None for r in rows)
+        for d in dims
+    ]
+    means = train_mean_labels(read_records(sample_dir / "train.jsonl")[0])
+    assert means.tolist() == pytest.approx(expected, abs=1e-5)
+
+    dev = [json.loads(line) for line in (sample_dir / "dev.jsonl").read_text().splitlines()]
+    per_dim = [
+        sum(abs(r["labels"][d] - m) for r in dev if r["labels"].get(d) is not None) / sum(r["labels"].get(d) is not None for r in dev)
+        for d, m in zip(dims, expected, strict=True)
+    ]
+    base = mean_baseline(read_records(sample_dir / "dev.jsonl")[0], means, model_mae_dims=0.5)
+    assert base["mae_dims"] == pytest.approx(sum(per_dim) / 4, abs=1e-5)
+    assert base["model_improvement"] == pytest.approx((base["mae_dims"] - 0.5) / base["mae_dims"])
