@@ -34,7 +34,7 @@ class ModelConfig:
     pooling: str = "cls_raw"
     """Pooling: ``cls_raw`` (the final [CLS] state, no pooler: OmniScore §3; exports as ``omniscore``),
     ``cls`` ([CLS] through the family's pooler; exports as ``hf``), ``mean`` (``omniscore``),
-    ``layer_mix_cls``, ``layer_mix_mean``."""
+    ``last_token`` (the last non-padding token; ``omniscore``), ``layer_mix_cls``, ``layer_mix_mean``."""
     head: str = "linear_sigmoid"
     """Head: ``linear_sigmoid`` (paper; exportable), ``shared_mlp``, ``ordinal``, ``classification``."""
     head_hidden: int = 256

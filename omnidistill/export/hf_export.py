@@ -36,7 +36,7 @@ from omnidistill.runs.load import load_trained
 
 log = logging.getLogger(__name__)
 HF_HEADS = {("cls", "linear_sigmoid")}
-OMNISCORE_HEADS = {("cls_raw", "linear_sigmoid"), ("mean", "linear_sigmoid")}
+OMNISCORE_HEADS = {("cls_raw", "linear_sigmoid"), ("mean", "linear_sigmoid"), ("last_token", "linear_sigmoid")}
 FORMATS = ("auto", "hf", "omniscore")
 # Always part of the export check, so that it runs even when the run's data files are absent.
 PROBE_RECORDS = [

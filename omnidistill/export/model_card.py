@@ -101,11 +101,11 @@ def model_card(run_dir: Path, cfg: Config, step: int, folder_format: str, layout
                 "print(dict(zip(result.score_names, scores)))\n",
             )
         )
-        reduce = (
-            "pooled = hidden[:, 0]"
-            if cfg.model.pooling == "cls_raw"
-            else "mask = enc['attention_mask'].unsqueeze(-1).float()\n    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)"
-        )
+        reduce = {
+            "cls_raw": "pooled = hidden[:, 0]",
+            "mean": "mask = enc['attention_mask'].unsqueeze(-1).float()\n    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)",
+            "last_token": "pooled = hidden[torch.arange(hidden.shape[0]), enc['attention_mask'].sum(1) - 1]",
+        }[cfg.model.pooling]
         blocks.append(
             (
                 "Plain `transformers` (no `omniscore` package)",

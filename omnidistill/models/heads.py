@@ -4,6 +4,8 @@ Pooling (``model.pooling``):
 - ``cls``: final [CLS] state through the family's standard classification pooler (exportable);
 - ``cls_raw``: the final [CLS] state itself (the paper's literal description);
 - ``mean``: mean of the final states over non-padding tokens;
+- ``last_token``: the final state of the last non-padding token (left or right padding), as decoder
+  embedding models and the ``omniscore`` package's ``last_token`` strategy pool;
 - ``layer_mix_cls`` / ``layer_mix_mean``: a learned softmax-weighted mix of every layer (COMET), then
   cls / mean.
 
@@ -63,6 +65,18 @@ def mean_tokens(hidden: jax.Array, attention_mask: jax.Array, segment_ids: jax.A
     return means.reshape(-1, hidden.shape[-1])
 
 
+def last_token(hidden: jax.Array, attention_mask: jax.Array, segment_ids: jax.Array | None, num_segments: int) -> jax.Array:
+    """The last real token's state of each row ([B, H]; right or left padding), or of each segment of
+    packed rows ([B * K, H])."""
+    index = jnp.arange(hidden.shape[1], dtype=jnp.int32)
+    if segment_ids is None:
+        last = jnp.argmax(jnp.where(attention_mask > 0, index[None, :], -1), axis=-1)
+        return jnp.take_along_axis(hidden, last[:, None, None], axis=1)[:, 0]
+    member = segment_one_hot(segment_ids, num_segments)  # [B, K, S]
+    last = jnp.argmax(jnp.where(member, index[None, None, :], -1), axis=-1)  # [B, K]; 0 for empty slots
+    return jnp.take_along_axis(hidden, last[..., None], axis=1).reshape(-1, hidden.shape[-1])
+
+
 class Pooling(nnx.Module):
     """Base class: ``__call__(states, attention_mask, segment_ids=None, num_segments=1)`` where
     ``states`` is the list of layer outputs."""
@@ -89,6 +103,11 @@ class ClsRawPooling(Pooling):
 class MeanPooling(Pooling):
     def __call__(self, states: list[jax.Array], attention_mask: jax.Array, segment_ids=None, num_segments: int = 1) -> jax.Array:
         return mean_tokens(states[-1], attention_mask, segment_ids, num_segments)
+
+
+class LastTokenPooling(Pooling):
+    def __call__(self, states: list[jax.Array], attention_mask: jax.Array, segment_ids=None, num_segments: int = 1) -> jax.Array:
+        return last_token(states[-1], attention_mask, segment_ids, num_segments)
 
 
 class LayerMix(Pooling):
@@ -120,6 +139,7 @@ POOLINGS: dict[str, type[Pooling]] = {
     "cls": ClsPooling,
     "cls_raw": ClsRawPooling,
     "mean": MeanPooling,
+    "last_token": LastTokenPooling,
     "layer_mix_cls": LayerMix,
     "layer_mix_mean": LayerMixMean,
 }

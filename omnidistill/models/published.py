@@ -3,7 +3,7 @@ the format of QCRI's ``omniscore`` package (``model_type: "omniscore"``).
 
 The ``omniscore`` format (``OmniScoreModel`` of ``omniscore`` 0.1.0): ``config.json`` holds the
 backbone's config under ``backbone_config``, ``pooling_strategy`` (``cls``: the final [CLS] state,
-``mean``: the masked mean; ``last_token`` is not ported), ``num_scores``/``score_names``,
+``mean``: the masked mean, ``last_token``: the last non-padding token), ``num_scores``/``score_names``,
 ``minimum_score``/``maximum_score`` (score = min + (max - min)·sigmoid(logit)) and the input layout
 (``task_prefix``, ``source_prefix``, ``reference_prefix``, ``prediction_prefix``, ``separator``).
 Its weights are ``backbone.*`` (the backbone's ``AutoModel`` keys) and ``score_head.{weight,bias}``:
@@ -24,7 +24,7 @@ from omnidistill.models.regressor import Regressor, build_regressor
 from omnidistill.models.weights import WeightEntry, hf_to_flax
 
 OMNISCORE_MODEL_TYPE = "omniscore"
-OMNISCORE_POOLING = {"cls_raw": "cls", "mean": "mean"}
+OMNISCORE_POOLING = {"cls_raw": "cls", "mean": "mean", "last_token": "last_token"}
 """omnidistill ``model.pooling`` -> ``omniscore`` ``pooling_strategy``."""
 
 
@@ -93,7 +93,7 @@ def check_omniscore_config(folder: Path, config: dict[str, Any]) -> str:
     pooling = {v: k for k, v in OMNISCORE_POOLING.items()}.get(config.get("pooling_strategy") or "cls")
     if pooling is None:
         raise PublishedFormatError(
-            f"{folder}/config.json: pooling_strategy={config.get('pooling_strategy')!r} is not ported (cls and mean are)"
+            f"{folder}/config.json: pooling_strategy={config.get('pooling_strategy')!r} is not ported (cls, mean and last_token are)"
         )
     if config.get("num_scores", 4) != len(DIMENSIONS):
         raise PublishedFormatError(f"{folder}/config.json: num_scores={config.get('num_scores')}; an omnidistill scorer has 4")

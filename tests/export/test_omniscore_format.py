@@ -69,6 +69,7 @@ CASES = [
     ("deberta_v2", "cls_raw", DataConfig(input_format="omniscore", layout=RELEASED, max_length=128, truncation="right")),
     ("deberta_v2", "mean", DataConfig(input_format="sep", max_length=128)),
     ("xlm_roberta", "cls_raw", DataConfig(input_format="omniscore", max_length=126, truncation="right")),
+    ("bert", "last_token", DataConfig(input_format="sep", max_length=128, truncation="right")),
 ]
 
 
@@ -114,10 +115,13 @@ def test_omniscore_package_scores_the_export_like_omnidistill(tmp_path, tokenize
     np.testing.assert_allclose(back.score_records(records), ours, atol=1e-5)
 
 
-@pytest.mark.parametrize("family", sorted(BACKBONES))
-def test_every_model_card_snippet_prints_the_same_scores(tmp_path, tokenizer_dirs, family):
+CARD_CASES = [(family, "cls_raw") for family in sorted(BACKBONES)] + [("bert", "mean"), ("bert", "last_token")]
+
+
+@pytest.mark.parametrize(("family", "pooling"), CARD_CASES)
+def test_every_model_card_snippet_prints_the_same_scores(tmp_path, tokenizer_dirs, family, pooling):
     data = DataConfig(input_format="omniscore", layout=RELEASED if family == "deberta_v2" else PromptLayout(), max_length=120)
-    run = make_run(tmp_path / "run", family, "cls_raw", tokenizer_dirs[BACKBONES[family][2]], data, seed=3)
+    run = make_run(tmp_path / "run", family, pooling, tokenizer_dirs[BACKBONES[family][2]], data, seed=3)
     export_run(run, tmp_path / "os", verify=False)
     task = ["qa"] if family == "deberta_v2" else None
     ours = list(Scorer.load(run).score(candidates=[EXAMPLE["candidate"]], sources=[EXAMPLE["source"]], tasks=task)[0].values())

@@ -62,3 +62,18 @@ def test_every_combination_scores_in_range(pooling, head):
     scores = model.scores(model(ids, (ids > 0).astype(jnp.int32)))
     assert scores.shape == (2, 4) and bool(((scores >= 1) & (scores <= 5)).all())
     assert ("pooler" in nnx.state(model, nnx.Param).to_pure_dict()) == (pooling == "cls")
+
+
+def test_last_token_pooling_picks_the_last_real_token_under_any_padding_and_packing():
+    from omnidistill.models.heads import LastTokenPooling
+
+    pool = LastTokenPooling(1, rngs=nnx.Rngs(0))
+    h = jnp.arange(2 * 5, dtype=jnp.float32).reshape(2, 5, 1)  # state = 5 * row + position
+    right = jnp.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    left = jnp.array([[0, 0, 1, 1, 1], [0, 1, 1, 1, 1]])
+    np.testing.assert_array_equal(pool([h], right)[:, 0], [2.0, 9.0])
+    np.testing.assert_array_equal(pool([h], left)[:, 0], [4.0, 9.0])
+    # packed rows: segments 1 and 2 of row 0 end at positions 1 and 3; row 1 holds one segment ending at 4
+    segments = jnp.array([[1, 1, 2, 2, 0], [1, 1, 1, 1, 1]])
+    out = pool([h], (segments > 0).astype(jnp.int32), segments, num_segments=2)
+    np.testing.assert_array_equal(out[:, 0], [1.0, 3.0, 9.0, 5.0])  # the empty slot of row 1 is unused

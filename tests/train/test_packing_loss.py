@@ -89,6 +89,7 @@ def loss_and_grads(family, pooling, batch, loss_cfg):
         ("modernbert", "cls"),
         ("modernbert", "layer_mix_mean"),
         ("xlm_roberta", "cls_raw"),
+        ("bert", "last_token"),
     ],
 )
 def test_packed_rows_give_the_unpacked_loss_and_gradients(family, pooling):
