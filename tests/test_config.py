@@ -21,8 +21,9 @@ def test_shipped_configs_are_valid(repo_root, name):
     cfg = load_config(repo_root / "configs" / name)
     from omnidistill.models.registry import get_family
 
-    get_family(cfg.model.family)
-    assert cfg.model.pooling == "cls_raw"  # the shipped backbone configs use the paper's head (OmniScore §3)
+    family = get_family(cfg.model.family)
+    # the shipped encoder configs use the paper's head (OmniScore §3); decoders pool their last token
+    assert cfg.model.pooling == ("last_token" if family.causal else "cls_raw")
 
 
 def test_unknown_key_is_named(tmp_path):

@@ -11,8 +11,12 @@ pytest.importorskip("torch")
 HAS_OMNISCORE = importlib.util.find_spec("omniscore") is not None
 
 
-@pytest.mark.parametrize("family", ["bert", "modernbert", "deberta_v2", "xlm_roberta"])
+@pytest.mark.parametrize("family", ["bert", "modernbert", "deberta_v2", "xlm_roberta", "qwen3"])
 def test_tiny_default_switched_to_family_trains_and_exports(tmp_path, repo_root, family):
+    decoder = family == "qwen3"  # pools its last token: only the omniscore format holds that head
+    if decoder and not HAS_OMNISCORE:
+        pytest.skip("the omniscore package is not installed")
+    pooling = "last_token" if decoder else "cls_raw" if HAS_OMNISCORE else "cls"
     run = tmp_path / family
     args = [
         "train",
@@ -29,7 +33,7 @@ def test_tiny_default_switched_to_family_trains_and_exports(tmp_path, repo_root,
         f"data.dev=[{repo_root}/data/sample/dev.jsonl]",
         f"data.test=[{repo_root}/data/sample/test.jsonl]",
         f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
-        f"model.pooling={'cls_raw' if HAS_OMNISCORE else 'cls'}",
+        f"model.pooling={pooling}",
     ]
     assert main(args) == 0
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
@@ -37,6 +41,6 @@ def test_tiny_default_switched_to_family_trains_and_exports(tmp_path, repo_root,
     assert main(["export", str(run), str(tmp_path / f"{family}-out"), "--verify", "on"]) == 0
     config = json.loads((tmp_path / f"{family}-out" / "config.json").read_text())
     if HAS_OMNISCORE:  # the paper's head, checked against the omniscore package
-        assert config["architectures"] == ["OmniScoreModel"] and config["pooling_strategy"] == "cls"
+        assert config["architectures"] == ["OmniScoreModel"] and config["pooling_strategy"] == ("last_token" if decoder else "cls")
     else:
         assert config["architectures"][0].endswith("ForSequenceClassification")

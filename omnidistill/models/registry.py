@@ -15,6 +15,9 @@ from omnidistill.models.deberta_v2 import params as deberta_params
 from omnidistill.models.modernbert import config as modernbert_config
 from omnidistill.models.modernbert import modeling as modernbert_modeling
 from omnidistill.models.modernbert import params as modernbert_params
+from omnidistill.models.qwen3 import config as qwen3_config
+from omnidistill.models.qwen3 import modeling as qwen3_modeling
+from omnidistill.models.qwen3 import params as qwen3_params
 from omnidistill.models.weights import WeightEntry
 from omnidistill.models.xlm_roberta import config as xlm_roberta_config
 from omnidistill.models.xlm_roberta import modeling as xlm_roberta_modeling
@@ -39,6 +42,8 @@ class Family:
     """Tensors (``AutoModel`` key -> shape) the backbone's ``AutoModel`` builds that no omnidistill head
     uses, e.g. BERT's pooler under ``pooling: cls_raw``: written as zeros by ``export --format omniscore``."""
     check_head_config: Callable[[dict[str, Any]], None] = lambda hf: None
+    causal: bool = False
+    """A decoder backbone (causal attention): pool with ``last_token`` or ``mean``, not [CLS]."""
     """Refuses, by field name, HF classification-head settings the port's pooler + head do not implement
     (called when a ``*ForSequenceClassification`` head is imported; a backbone's copy is irrelevant)."""
 
@@ -90,6 +95,18 @@ FAMILIES: dict[str, Family] = {
         ignorable_prefixes=modernbert_params.IGNORABLE_PREFIXES,
         check_head_config=modernbert_config.check_head_config,
         sharding_rules=modernbert_params.SHARDING_RULES,
+    ),
+    "qwen3": Family(
+        name="qwen3",
+        hf_model_types=qwen3_config.Qwen3Config.MODEL_TYPES,
+        config_from_hf=qwen3_config.Qwen3Config.from_hf,
+        encoder_cls=qwen3_modeling.Qwen3Encoder,
+        pooler_cls=qwen3_modeling.Qwen3Pooler,
+        weight_table=qwen3_params.weight_table,
+        hf_class=qwen3_params.HF_CLASS,
+        ignorable_prefixes=qwen3_params.IGNORABLE_PREFIXES,
+        sharding_rules=qwen3_params.SHARDING_RULES,
+        causal=True,
     ),
 }
 

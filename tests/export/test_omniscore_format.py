@@ -25,6 +25,7 @@ from tests.export.card import card_scores
 from tests.models.hf_fixtures import TINY_BERT
 from tests.models.test_deberta_v2_parity import V3
 from tests.models.test_modernbert_parity import TINY as MODERNBERT
+from tests.models.test_qwen3_parity import TINY as QWEN3
 from tests.models.test_xlm_roberta_parity import TINY as XLMR
 
 torch = pytest.importorskip("torch")
@@ -35,6 +36,7 @@ BACKBONES = {
     "modernbert": ("modernbert", MODERNBERT, "bpe"),
     "deberta_v2": ("deberta-v2", V3, "unigram"),
     "xlm_roberta": ("xlm-roberta", {**XLMR, "pad_token_id": 0}, "unigram"),  # the tokenizer's <pad> is id 0
+    "qwen3": ("qwen3", QWEN3, "bpe"),
 }
 RELEASED = PromptLayout(task_prefix="Task:", prediction_prefix="Candidate:")  # QCRI/OmniScore-deberta-v3's layout
 
@@ -70,6 +72,7 @@ CASES = [
     ("deberta_v2", "mean", DataConfig(input_format="sep", max_length=128)),
     ("xlm_roberta", "cls_raw", DataConfig(input_format="omniscore", max_length=126, truncation="right")),
     ("bert", "last_token", DataConfig(input_format="sep", max_length=128, truncation="right")),
+    ("qwen3", "last_token", DataConfig(input_format="omniscore", max_length=128, truncation="right")),
 ]
 
 
@@ -115,7 +118,11 @@ def test_omniscore_package_scores_the_export_like_omnidistill(tmp_path, tokenize
     np.testing.assert_allclose(back.score_records(records), ours, atol=1e-5)
 
 
-CARD_CASES = [(family, "cls_raw") for family in sorted(BACKBONES)] + [("bert", "mean"), ("bert", "last_token")]
+CARD_CASES = [(family, "cls_raw") for family in sorted(BACKBONES) if family != "qwen3"] + [
+    ("bert", "mean"),
+    ("bert", "last_token"),
+    ("qwen3", "last_token"),
+]
 
 
 @pytest.mark.parametrize(("family", "pooling"), CARD_CASES)

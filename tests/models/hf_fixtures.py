@@ -54,9 +54,13 @@ def save_tiny_bert(folder: Path, classification: bool = False, seed: int = 0, **
     return save_tiny(folder, "Bert", TINY_BERT, classification=classification, seed=seed, **overrides)
 
 
-def flax_from_folder(folder: Path, family: str, groups: tuple[str, ...] = ("encoder",)):
-    """A regressor of ``family`` with the folder's weights (``groups`` must all be present)."""
-    model = build_regressor(ModelConfig(family=family, pooling="cls"), read_hf_config(folder))
+def flax_from_folder(folder: Path, family: str, groups: tuple[str, ...] = ("encoder",), pooling: str | None = None):
+    """A regressor of ``family`` with the folder's weights (``groups`` must all be present); pooled as the
+    family's classification class does unless ``pooling`` is given (decoders: the last token)."""
+    from omnidistill.models.registry import get_family
+
+    pooling = pooling or ("last_token" if get_family(family).causal else "cls")
+    model = build_regressor(ModelConfig(family=family, pooling=pooling), read_hf_config(folder))
     load_hf_weights(model, read_hf_tensors(folder), required_groups=groups)
     return model
 

@@ -17,8 +17,8 @@ from omnidistill.train.optimizer import build_optimizer
 ARCH = dict(vocab_size=1024, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=128)
 
 
-def tiny_setup(repo_root, batch=16, seed=0, optim: OptimConfig | None = None, total_steps=10):
-    model = build_regressor(ModelConfig(family="bert", dropout=0.0), ARCH, seed=seed)
+def tiny_setup(repo_root, batch=16, seed=0, optim: OptimConfig | None = None, total_steps=10, family="bert", arch=None, pooling="cls_raw"):
+    model = build_regressor(ModelConfig(family=family, pooling=pooling, dropout=0.0), arch or ARCH, seed=seed)
     graphdef, state = nnx.split(model, nnx.Param)
     params = jax.tree.map(np.asarray, state.to_pure_dict())
     tok = AutoTokenizer.from_pretrained(repo_root / "assets" / "tiny-wordpiece")

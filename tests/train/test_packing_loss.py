@@ -27,6 +27,8 @@ ARCHS = {
     "modernbert": {"model_type": "modernbert", "local_attention": 4, "global_attn_every_n_layers": 2},
     # RoBERTa positions count from pad + 1 over non-padding tokens, restarting per segment
     "xlm_roberta": {"model_type": "xlm-roberta", "pad_token_id": 0},
+    # causal attention within each segment, grouped-query heads, RoPE restarting per segment
+    "qwen3": {"model_type": "qwen3", "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8},
 }
 LENGTHS = [5, 9, 3, 7, 4]
 ROWS = [[0, 1], [2, 3, 4]]  # which examples share a packed row
@@ -90,6 +92,8 @@ def loss_and_grads(family, pooling, batch, loss_cfg):
         ("modernbert", "layer_mix_mean"),
         ("xlm_roberta", "cls_raw"),
         ("bert", "last_token"),
+        ("qwen3", "last_token"),
+        ("qwen3", "mean"),
     ],
 )
 def test_packed_rows_give_the_unpacked_loss_and_gradients(family, pooling):

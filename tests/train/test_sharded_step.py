@@ -6,15 +6,16 @@ import pytest
 
 from omnidistill.config import MeshConfig
 from omnidistill.models.bert.params import SHARDING_RULES
+from omnidistill.models.registry import get_family
 from omnidistill.parallel.mesh import MeshError, batch_sharding, build_mesh, global_batch_array, param_specs, replicated
 from omnidistill.train.setup import init_state
 from omnidistill.train.step import make_train_step
-from tests.train.helpers import batch_arrays, tiny_setup
+from tests.train.helpers import ARCH, batch_arrays, tiny_setup
 
 
-def run_steps(repo_root, mesh, n_steps=2, grad_accum=1):
-    graphdef, params, tx, ds = tiny_setup(repo_root)
-    state = init_state(params, tx, 0, mesh, SHARDING_RULES)
+def run_steps(repo_root, mesh, n_steps=2, grad_accum=1, family="bert", arch=None, pooling="cls_raw"):
+    graphdef, params, tx, ds = tiny_setup(repo_root, family=family, arch=arch, pooling=pooling)
+    state = init_state(params, tx, 0, mesh, get_family(family).sharding_rules)
     shardings = jax.tree.map(lambda x: x.sharding, state)
     step = jax.jit(
         make_train_step(graphdef, tx, grad_accum=grad_accum, dropout=False),
@@ -51,6 +52,20 @@ def test_sharded_step_matches_single_device(repo_root, axes):
     if axes.get("tensor", 1) > 1:
         q = sharded[0].params["encoder"]["layers"][0]["attention"]["query"]["kernel"]
         assert q.sharding.spec[1] == "tensor"
+
+
+QWEN3 = {**ARCH, "model_type": "qwen3", "num_key_value_heads": 2, "head_dim": 16}  # grouped-query attention
+
+
+def test_sharded_qwen3_step_matches_single_device(repo_root):
+    """The decoder's grouped-query K/V projections shard over the tensor axis and the step stays exact."""
+    single = run_steps(
+        repo_root, build_mesh(MeshConfig(data=1), devices=jax.devices()[:1]), family="qwen3", arch=QWEN3, pooling="last_token"
+    )
+    sharded = run_steps(repo_root, build_mesh(MeshConfig(data=2, fsdp=2, tensor=2)), family="qwen3", arch=QWEN3, pooling="last_token")
+    assert_same(single, sharded)
+    k = sharded[0].params["encoder"]["layers"][0]["attention"]["k_proj"]["kernel"]
+    assert k.shape == (32, 32) and k.sharding.spec[1] == "tensor"
 
 
 def test_gradient_accumulation_matches_full_batch(repo_root):
