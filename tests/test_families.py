@@ -11,9 +11,9 @@ pytest.importorskip("torch")
 HAS_OMNISCORE = importlib.util.find_spec("omniscore") is not None
 
 
-@pytest.mark.parametrize("family", ["bert", "modernbert", "deberta_v2", "xlm_roberta", "qwen3"])
+@pytest.mark.parametrize("family", ["bert", "modernbert", "deberta_v2", "xlm_roberta", "qwen3", "qwen2"])
 def test_tiny_default_switched_to_family_trains_and_exports(tmp_path, repo_root, family):
-    decoder = family == "qwen3"  # pools its last token: only the omniscore format holds that head
+    decoder = family in ("qwen2", "qwen3")  # pools the last token: only the omniscore format holds that head
     if decoder and not HAS_OMNISCORE:
         pytest.skip("the omniscore package is not installed")
     pooling = "last_token" if decoder else "cls_raw" if HAS_OMNISCORE else "cls"

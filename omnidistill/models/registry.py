@@ -15,6 +15,9 @@ from omnidistill.models.deberta_v2 import params as deberta_params
 from omnidistill.models.modernbert import config as modernbert_config
 from omnidistill.models.modernbert import modeling as modernbert_modeling
 from omnidistill.models.modernbert import params as modernbert_params
+from omnidistill.models.qwen2 import config as qwen2_config
+from omnidistill.models.qwen2 import modeling as qwen2_modeling
+from omnidistill.models.qwen2 import params as qwen2_params
 from omnidistill.models.qwen3 import config as qwen3_config
 from omnidistill.models.qwen3 import modeling as qwen3_modeling
 from omnidistill.models.qwen3 import params as qwen3_params
@@ -106,6 +109,18 @@ FAMILIES: dict[str, Family] = {
         hf_class=qwen3_params.HF_CLASS,
         ignorable_prefixes=qwen3_params.IGNORABLE_PREFIXES,
         sharding_rules=qwen3_params.SHARDING_RULES,
+        causal=True,
+    ),
+    "qwen2": Family(
+        name="qwen2",
+        hf_model_types=qwen2_config.Qwen2Config.MODEL_TYPES,
+        config_from_hf=qwen2_config.Qwen2Config.from_hf,
+        encoder_cls=qwen2_modeling.Qwen2Encoder,
+        pooler_cls=qwen2_modeling.Qwen2Pooler,
+        weight_table=qwen2_params.weight_table,
+        hf_class=qwen2_params.HF_CLASS,
+        ignorable_prefixes=qwen2_params.IGNORABLE_PREFIXES,
+        sharding_rules=qwen2_params.SHARDING_RULES,
         causal=True,
     ),
 }

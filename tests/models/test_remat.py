@@ -10,7 +10,14 @@ from omnidistill.config import ModelConfig
 from omnidistill.models.regressor import build_regressor
 
 ARCH = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, max_position_embeddings=32)
-MODEL_TYPES = {"bert": "bert", "modernbert": "modernbert", "deberta_v2": "deberta-v2", "xlm_roberta": "xlm-roberta", "qwen3": "qwen3"}
+MODEL_TYPES = {
+    "bert": "bert",
+    "modernbert": "modernbert",
+    "deberta_v2": "deberta-v2",
+    "xlm_roberta": "xlm-roberta",
+    "qwen3": "qwen3",
+    "qwen2": "qwen2",
+}
 EXTRA = {"deberta_v2": dict(relative_attention=True, position_buckets=8, pos_att_type=["p2c", "c2p"])}
 
 

@@ -29,6 +29,7 @@ ARCHS = {
     "xlm_roberta": {"model_type": "xlm-roberta", "pad_token_id": 0},
     # causal attention within each segment, grouped-query heads, RoPE restarting per segment
     "qwen3": {"model_type": "qwen3", "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8},
+    "qwen2": {"model_type": "qwen2", "num_attention_heads": 4, "num_key_value_heads": 2},
 }
 LENGTHS = [5, 9, 3, 7, 4]
 ROWS = [[0, 1], [2, 3, 4]]  # which examples share a packed row
@@ -94,6 +95,7 @@ def loss_and_grads(family, pooling, batch, loss_cfg):
         ("bert", "last_token"),
         ("qwen3", "last_token"),
         ("qwen3", "mean"),
+        ("qwen2", "last_token"),
     ],
 )
 def test_packed_rows_give_the_unpacked_loss_and_gradients(family, pooling):

@@ -39,12 +39,25 @@ class Qwen3Config:
     def max_sequence_length(self) -> int:
         return self.max_position_embeddings
 
+    @property
+    def qk_norm(self) -> bool:
+        """RMSNorm on each query and key head (Qwen3; Qwen2 has none)."""
+        return True
+
+    @property
+    def qkv_bias(self) -> bool:
+        return self.attention_bias
+
+    @property
+    def output_bias(self) -> bool:
+        return self.attention_bias
+
     @classmethod
     def from_hf(cls, hf: dict[str, Any]) -> Qwen3Config:
         """Build from a Hugging Face config dict, refusing options the port does not implement."""
-        model_type = hf.get("model_type", "qwen3")
+        model_type = hf.get("model_type", cls.MODEL_TYPES[0])
         if model_type not in cls.MODEL_TYPES:
-            raise UnsupportedConfigError(f"model_type={model_type!r} is not supported by the qwen3 port (only 'qwen3')")
+            raise UnsupportedConfigError(f"model_type={model_type!r} is not supported by this port (only {cls.MODEL_TYPES[0]!r})")
         if hf.get("use_sliding_window"):
             raise UnsupportedConfigError("use_sliding_window=True is not supported (every layer attends to the full causal context)")
         layer_types = hf.get("layer_types") or []
@@ -83,7 +96,7 @@ class Qwen3Config:
     def to_hf(self) -> dict[str, Any]:
         """Hugging Face config fields (without architectures / labels)."""
         return {
-            "model_type": "qwen3",
+            "model_type": self.MODEL_TYPES[0],
             "vocab_size": self.vocab_size,
             "hidden_size": self.hidden_size,
             "intermediate_size": self.intermediate_size,
@@ -100,7 +113,7 @@ class Qwen3Config:
         }
 
     def with_dropout(self, rate: float) -> Qwen3Config:
-        """Qwen3 trains without dropout; a requested rate is refused rather than ignored."""
+        """Qwen decoders train without dropout; a requested rate is refused rather than ignored."""
         if rate:
-            raise UnsupportedConfigError(f"model.dropout={rate} is not supported by the qwen3 port (it has no dropout)")
+            raise UnsupportedConfigError(f"model.dropout={rate} is not supported by the {self.MODEL_TYPES[0]} port (it has no dropout)")
         return self

@@ -45,19 +45,21 @@ class Qwen3Attention(nnx.Module):
     def __init__(self, cfg: Qwen3Config, dtype, attention_impl: AttentionKernel, rngs: nnx.Rngs):
         self.cfg = cfg
         h, d = cfg.hidden_size, cfg.head_dim
-        self.q_proj = _dense(h, cfg.num_attention_heads * d, cfg.attention_bias, dtype, rngs)
-        self.k_proj = _dense(h, cfg.num_key_value_heads * d, cfg.attention_bias, dtype, rngs)
-        self.v_proj = _dense(h, cfg.num_key_value_heads * d, cfg.attention_bias, dtype, rngs)
-        self.o_proj = _dense(cfg.num_attention_heads * d, h, cfg.attention_bias, dtype, rngs)
-        self.q_norm = RMSNorm(d, cfg.rms_norm_eps)
-        self.k_norm = RMSNorm(d, cfg.rms_norm_eps)
+        self.q_proj = _dense(h, cfg.num_attention_heads * d, cfg.qkv_bias, dtype, rngs)
+        self.k_proj = _dense(h, cfg.num_key_value_heads * d, cfg.qkv_bias, dtype, rngs)
+        self.v_proj = _dense(h, cfg.num_key_value_heads * d, cfg.qkv_bias, dtype, rngs)
+        self.o_proj = _dense(cfg.num_attention_heads * d, h, cfg.output_bias, dtype, rngs)
+        self.q_norm = RMSNorm(d, cfg.rms_norm_eps) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(d, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.attention_impl = attention_impl
 
     def __call__(self, x: jax.Array, mask: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
         b, s, _ = x.shape
         d = self.cfg.head_dim
-        q = self.q_norm(self.q_proj(x).reshape(b, s, self.cfg.num_attention_heads, d))
-        k = self.k_norm(self.k_proj(x).reshape(b, s, self.cfg.num_key_value_heads, d))
+        q = self.q_proj(x).reshape(b, s, self.cfg.num_attention_heads, d)
+        k = self.k_proj(x).reshape(b, s, self.cfg.num_key_value_heads, d)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         v = self.v_proj(x).reshape(b, s, self.cfg.num_key_value_heads, d)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         ctx = attention(q, k, v, mask, self.attention_impl)  # grouped-query: K/V heads are shared
@@ -125,4 +127,4 @@ class Qwen3Pooler(nnx.Module):
     """Qwen3 has no classification pooler: ``model.pooling: cls`` is refused (use ``last_token``)."""
 
     def __init__(self, cfg: Qwen3Config, *, dtype=jnp.float32, rngs: nnx.Rngs):
-        raise ValueError("the qwen3 family has no [CLS] pooler: use model.pooling=last_token (or mean)")
+        raise ValueError("a decoder family (qwen2, qwen3) has no [CLS] pooler: use model.pooling=last_token (or mean)")

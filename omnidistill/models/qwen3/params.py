@@ -1,4 +1,4 @@
-"""Weight table: Hugging Face ``Qwen3ForSequenceClassification`` keys <-> Flax regressor paths.
+"""Weight table: Hugging Face ``Qwen3ForSequenceClassification`` (and ``Qwen2…``) keys <-> Flax regressor paths.
 
 The backbone lives under ``model.`` (``Qwen3Model``); the four outputs are the regressor's head. The
 Hugging Face class scores with a bias-free ``score`` layer, so there is no ``transformers`` export of
@@ -37,10 +37,12 @@ def weight_table(cfg: Qwen3Config) -> list[WeightEntry]:
     for i in range(cfg.num_hidden_layers):
         hf, fx = f"model.layers.{i}", (*enc, "layers", i)
         table.append(WeightEntry(f"{hf}.input_layernorm.weight", (*fx, "input_norm", "scale")))
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            table += _proj(f"{hf}.self_attn.{name}", (*fx, "attention", name), cfg.attention_bias)
-        table.append(WeightEntry(f"{hf}.self_attn.q_norm.weight", (*fx, "attention", "q_norm", "scale")))
-        table.append(WeightEntry(f"{hf}.self_attn.k_norm.weight", (*fx, "attention", "k_norm", "scale")))
+        for name in ("q_proj", "k_proj", "v_proj"):
+            table += _proj(f"{hf}.self_attn.{name}", (*fx, "attention", name), cfg.qkv_bias)
+        table += _proj(f"{hf}.self_attn.o_proj", (*fx, "attention", "o_proj"), cfg.output_bias)
+        if cfg.qk_norm:
+            table.append(WeightEntry(f"{hf}.self_attn.q_norm.weight", (*fx, "attention", "q_norm", "scale")))
+            table.append(WeightEntry(f"{hf}.self_attn.k_norm.weight", (*fx, "attention", "k_norm", "scale")))
         table.append(WeightEntry(f"{hf}.post_attention_layernorm.weight", (*fx, "post_attention_norm", "scale")))
         for name in ("gate_proj", "up_proj", "down_proj"):
             table += _proj(f"{hf}.mlp.{name}", (*fx, name), False)
