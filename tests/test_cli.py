@@ -64,6 +64,12 @@ def test_eval_writes_json_and_markdown(trained_run, capsys, tmp_path):
     assert set(report["by_lang"]) == {"ar", "bn", "de", "en", "es", "hi"}
     assert 0 < report["overall"]["mae"] < 4
     assert (run / "eval" / "test.md").read_text().startswith("## test")
+    # the constant baseline: the run's training-label means, scored on the same items
+    from omnidistill.eval.report import mean_baseline, train_mean_labels
+
+    expected = mean_baseline(records, train_mean_labels(read_records(cfg.data.train)[0]), report["overall"]["mae_dims"])
+    assert report["baseline"]["mae_dims"] == pytest.approx(expected["mae_dims"])
+    assert "Baseline, the training labels' mean" in (run / "eval" / "test.md").read_text()
     assert len((run / "eval" / "test_predictions.jsonl").read_text().splitlines()) == 300
     for name in ("test_pred_vs_gold.png", "test_error_by_group.png", "test_histograms.png", "test_compare.md"):
         assert (run / "eval" / name).stat().st_size > 0
