@@ -26,6 +26,8 @@ def test_bench_train_every_family(repo_root):
         "deberta-v3-base",
         "modernbert-base(ettin-150m-like)",
         "ettin-32m-like",
+        "xlm-r-base",
+        "qwen3-0.6b",
     }
     assert all("error" not in r and r["train_tok_s"] > 0 and {"step_ms", "mfu_vs_989", "params_M"} <= set(r) for r in cases)
 
@@ -86,3 +88,10 @@ def test_bench_compare_pairs_peer_and_ours_and_marks_targets(repo_root, tmp_path
 
 def test_bench_device_script_parses(repo_root):
     assert subprocess.run(["bash", "-n", str(repo_root / "tools" / "bench_device.sh")]).returncode == 0
+
+
+def test_bench_case_from_a_config_file(repo_root):
+    """--case takes any config: its family and shape run as one more case (and alone, without --only)."""
+    rows = run(repo_root, "bench_score.py", "--case", "configs/tiny.yaml", "--batch", "4", "--seq", "32")
+    cases = [r for r in rows if "model" in r]
+    assert [r["model"] for r in cases] == ["tiny"] and "error" not in cases[0] and cases[0]["infer_ex_s"] > 0

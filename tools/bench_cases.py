@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -18,6 +19,7 @@ from jax._src.ad_checkpoint import saved_residuals  # public only as print_saved
 
 from omnidistill.config import LossConfig, MeshConfig, ModelConfig, OptimConfig
 from omnidistill.models.layers import resolve_attention
+from omnidistill.models.registry import get_family
 from omnidistill.models.regressor import build_regressor, make_predict_fn
 from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_array, replicated
 from omnidistill.train.memory import compiled_peak_gb, device_peak_gb
@@ -59,17 +61,48 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
         "modernbert",
         dict(vocab_size=50368, hidden_size=384, num_hidden_layers=10, num_attention_heads=6, intermediate_size=576),
     ),
+    "xlm-r-base": (
+        "xlm_roberta",
+        dict(
+            vocab_size=250002,
+            hidden_size=768,
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            intermediate_size=3072,
+            max_position_embeddings=514,
+            type_vocab_size=1,
+            pad_token_id=1,
+            layer_norm_eps=1e-5,
+        ),
+    ),
+    "qwen3-0.6b": (
+        "qwen3",
+        dict(
+            vocab_size=151669,
+            hidden_size=1024,
+            num_hidden_layers=28,
+            num_attention_heads=16,
+            num_key_value_heads=8,
+            head_dim=128,
+            intermediate_size=3072,
+            max_position_embeddings=32768,
+            rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
+        ),
+    ),
 }
-TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=1000)
+PEER_CASES = ("mbert", "bert-large(mxbai)", "deberta-v3-base", "modernbert-base(ettin-150m-like)", "ettin-32m-like")
+"""The cases the PyTorch peer also runs (the others have no peer figure to compare with)."""
+TINY = dict(
+    hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=16, intermediate_size=64, vocab_size=1000
+)
 
 
 def _model(name: str, tiny: bool, dtype: str, attention: str, remat: str = "none", abstract: bool = False):
     """The case's regressor (random weights), or its shapes only when ``abstract``."""
     family, hf = CASES[name]
     hf = {**hf, **TINY} if tiny else dict(hf)
-    cfg = ModelConfig(
-        family=family, pooling="cls", attention=attention, dropout=0.0, remat=remat
-    )  # as the peer's *ForSequenceClassification
+    pooling = "last_token" if get_family(family).causal else "cls"  # as the peer's *ForSequenceClassification
+    cfg = ModelConfig(family=family, pooling=pooling, attention=attention, dropout=0.0, remat=remat)
     build = partial(build_regressor, cfg, hf, dtype={"bfloat16": jnp.bfloat16, "float32": jnp.float32}[dtype])
     return (nnx.eval_shape(build) if abstract else build()), hf
 
@@ -243,6 +276,28 @@ def bench_score(
     )
 
 
+def case_from_config(path: str) -> tuple[str, tuple[str, dict[str, Any]]]:
+    """(case name, (family, Hugging Face config)) of an omnidistill config file. Nothing is downloaded:
+    ``model.init_from`` is read only when it is a local folder; a hub id needs the shape in ``model.arch``."""
+    from omnidistill.config import load_config
+
+    cfg = load_config(path)
+    hf: dict[str, Any] = {}
+    if cfg.model.init_from:
+        folder = Path(cfg.model.init_from)
+        if (folder / "config.json").is_file():
+            hf = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        elif not cfg.model.arch:
+            raise SystemExit(f"{path}: model.init_from={cfg.model.init_from} is not a local folder; give the shape in model.arch")
+    hf.update(cfg.model.arch)
+    hf.setdefault("model_type", get_family(cfg.model.family).hf_model_types[0])
+    if "vocab_size" not in hf and cfg.model.tokenizer:
+        from transformers import AutoTokenizer
+
+        hf["vocab_size"] = len(AutoTokenizer.from_pretrained(cfg.model.tokenizer))
+    return Path(path).stem, (cfg.model.family, hf)
+
+
 def run_cli(kind: str, argv: list[str] | None = None) -> None:
     """Shared argument parsing of the bench tools (``train``, ``score``, ``memory``); one JSON line per case."""
     import argparse
@@ -258,7 +313,20 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
     if kind != "score":
         p.add_argument("--remat", default="none", help="comma-separated model.remat policies, one case each: none,full,dots")
     p.add_argument("--tiny", action="store_true", help="tiny shapes (a smoke test that runs anywhere)")
+    p.add_argument(
+        "--case",
+        action="append",
+        default=[],
+        metavar="CONFIG",
+        help="an omnidistill config file as one more case (its model.family, and model.arch over a local "
+        "model.init_from folder's config.json); repeatable; with --case only those cases run unless --only is given",
+    )
     args = p.parse_args(argv)
+    for path in args.case:
+        name, case = case_from_config(path)
+        CASES[name] = case
+    if args.case and not args.only:
+        args.only = ",".join(Path(c).stem for c in args.case)
     print(json.dumps(dict(jax=jax.__version__, device=jax.devices()[0].device_kind, devices=jax.device_count())), flush=True)
     fn = {"train": bench_train, "score": bench_score, "memory": bench_memory}[kind]
     common = dict(batch=args.batch, seq=args.seq, steps=args.steps, dtype=args.dtype, attention=args.attention, tiny=args.tiny)
