@@ -37,6 +37,9 @@ class ModelConfig:
     ``last_token`` (the last non-padding token; ``omniscore``), ``layer_mix_cls``, ``layer_mix_mean``."""
     head: str = "linear_sigmoid"
     """Head: ``linear_sigmoid`` (paper; exportable), ``shared_mlp``, ``ordinal``, ``classification``."""
+    head_bias: bool = True
+    """Bias of the ``linear_sigmoid`` outputs. The decoders' ``transformers`` classes
+    (``Qwen3ForSequenceClassification``) have none: ``false`` makes such a head exportable as ``hf``."""
     head_hidden: int = 256
     """Trunk width of the ``shared_mlp`` head."""
     head_dropout: float = 0.1

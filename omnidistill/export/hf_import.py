@@ -23,7 +23,7 @@ from flax import nnx
 from omnidistill.config import Config, ModelConfig
 from omnidistill.models.hf_io import load_hf_weights, read_hf_config, read_hf_tensors, resolve_hf_dir
 from omnidistill.models.loader import load_tokenizer
-from omnidistill.models.published import OMNISCORE_MODEL_TYPE, load_published
+from omnidistill.models.published import OMNISCORE_MODEL_TYPE, classifier_model_config, load_published
 from omnidistill.models.registry import family_for_model_type
 from omnidistill.models.regressor import build_regressor
 from omnidistill.runs.checkpoint import RunCheckpoints
@@ -58,11 +58,14 @@ def import_hf(source: str, run_dir: str | Path, *, require_head: bool = False, o
         raise ValueError(f"{folder}: classifier has {num_labels} labels; an omnidistill scorer needs 4")
     if has_head or require_head:
         family.check_head_config(hf_config)
-    # a classifier's pooler is part of its head: import it as `cls`; a backbone gets the paper's head
-    model_cfg = ModelConfig(family=family.name, tokenizer=str(folder), pooling="cls" if (has_head or require_head) else "cls_raw")
+    tensors = read_hf_tensors(folder)
+    if has_head or require_head:  # run the classifier's own head (its pooler, or a decoder's last token)
+        model_cfg = dataclasses.replace(classifier_model_config(family, hf_config, tensors), tokenizer=str(folder))
+    else:  # a backbone gets the paper's head (decoders: their last token)
+        model_cfg = ModelConfig(family=family.name, tokenizer=str(folder), pooling="last_token" if family.causal else "cls_raw")
     model = build_regressor(model_cfg, hf_config)
     groups = ("encoder", "pooler", "classifier") if (has_head or require_head) else ("encoder",)
-    absent = load_hf_weights(model, read_hf_tensors(folder), required_groups=groups)
+    absent = load_hf_weights(model, tensors, required_groups=groups)
     tokenizer = load_tokenizer(str(folder))
     cfg = Config(model=dataclasses.replace(model_cfg, tokenizer=None, init_from=str(folder)))
     cfg.train.output_dir = str(run_dir)

@@ -27,7 +27,10 @@ def omniscore_tensors(family_name: str, arch: Any, params: Any) -> dict[str, np.
     ``AutoModel`` builds (BERT's pooler) are written as zeros, so that loading reports nothing missing."""
     family = get_family(family_name)
     table, _ = omniscore_weight_table(family, arch)
+    if "bias" not in params["head"]["linear"]:  # model.head_bias: false; the package's score_head has one
+        table = [e for e in table if e.hf_key != "score_head.bias"]
     tensors = flax_to_hf(params, table)
+    tensors.setdefault("score_head.bias", np.zeros((len(DIMENSIONS),), np.float32))
     for key, shape in family.backbone_extras(arch).items():
         tensors["backbone." + key] = np.zeros(shape, np.float32)
     return tensors

@@ -149,14 +149,19 @@ def sigmoid_scores(logits: jax.Array) -> jax.Array:
     return SCORE_MIN + (SCORE_MAX - SCORE_MIN) * jax.nn.sigmoid(logits)
 
 
+def _require_bias(bias: bool, head: str) -> None:
+    if not bias:
+        raise ValueError(f"model.head_bias=false applies to the linear_sigmoid head only, not model.head={head!r}")
+
+
 class LinearSigmoidHead(nnx.Module):
     """Four independent linear heads (one [H, 4] matrix); score = 1 + 4 * sigmoid(logit)."""
 
     default_loss = "mse"
 
-    def __init__(self, features: int, *, hidden: int = 0, dropout_rate: float = 0.0, rngs: nnx.Rngs):
+    def __init__(self, features: int, *, hidden: int = 0, dropout_rate: float = 0.0, bias: bool = True, rngs: nnx.Rngs):
         del hidden, dropout_rate
-        self.linear = nnx.Linear(features, NUM_DIMENSIONS, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs)
+        self.linear = nnx.Linear(features, NUM_DIMENSIONS, use_bias=bias, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs)
 
     def __call__(self, pooled: jax.Array, rng: jax.Array | None = None) -> jax.Array:
         return self.linear(pooled.astype(jnp.float32))
@@ -170,7 +175,8 @@ class SharedMLPHead(nnx.Module):
 
     default_loss = "mse"
 
-    def __init__(self, features: int, *, hidden: int = 256, dropout_rate: float = 0.1, rngs: nnx.Rngs):
+    def __init__(self, features: int, *, hidden: int = 256, dropout_rate: float = 0.1, bias: bool = True, rngs: nnx.Rngs):
+        _require_bias(bias, "shared_mlp")
         self.trunk = nnx.Linear(features, hidden, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs)
         self.out = nnx.Linear(hidden, NUM_DIMENSIONS, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs)
         self.dropout_rate = dropout_rate
@@ -191,8 +197,9 @@ class OrdinalHead(nnx.Module):
 
     default_loss = "ordinal"
 
-    def __init__(self, features: int, *, hidden: int = 0, dropout_rate: float = 0.0, rngs: nnx.Rngs):
+    def __init__(self, features: int, *, hidden: int = 0, dropout_rate: float = 0.0, bias: bool = True, rngs: nnx.Rngs):
         del hidden, dropout_rate
+        _require_bias(bias, "ordinal")
         self.projection = nnx.Linear(features, NUM_DIMENSIONS, use_bias=False, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs)
         self.first_threshold = nnx.Param(jnp.full((NUM_DIMENSIONS,), -1.5, jnp.float32))
         self.threshold_gaps = nnx.Param(jnp.full((NUM_DIMENSIONS, NUM_LEVELS - 2), 0.5413, jnp.float32))  # softplus -> 1.0
@@ -215,8 +222,9 @@ class ClassificationHead(nnx.Module):
 
     default_loss = "cross_entropy"
 
-    def __init__(self, features: int, *, hidden: int = 0, dropout_rate: float = 0.0, rngs: nnx.Rngs):
+    def __init__(self, features: int, *, hidden: int = 0, dropout_rate: float = 0.0, bias: bool = True, rngs: nnx.Rngs):
         del hidden, dropout_rate
+        _require_bias(bias, "classification")
         self.linear = nnx.Linear(features, NUM_DIMENSIONS * NUM_LEVELS, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs)
 
     def __call__(self, pooled: jax.Array, rng: jax.Array | None = None) -> jax.Array:

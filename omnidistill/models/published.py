@@ -122,6 +122,16 @@ def load_omniscore_folder(folder: Path, config: dict[str, Any]) -> Published:
     return Published(model, model_cfg, hf_config, data_settings(meta, default), OMNISCORE_MODEL_TYPE)
 
 
+def classifier_model_config(family: Family, hf_config: dict[str, Any], tensors: dict[str, Any]) -> ModelConfig:
+    """The model config that runs a ``*ForSequenceClassification`` checkpoint exactly: an encoder's head
+    pools [CLS] through its pooler (``cls``); a decoder's scores its last token with a bias-free layer
+    (``last_token``, ``head_bias`` as the checkpoint has it)."""
+    if not family.causal:
+        return ModelConfig(family=family.name, pooling="cls")
+    bias_key = next(e.hf_key for e in family.weight_table(family.config_from_hf(hf_config)) if e.path == ("head", "linear", "bias"))
+    return ModelConfig(family=family.name, pooling="last_token", head_bias=bias_key in tensors)
+
+
 def load_published(folder: str | Path) -> Published:
     """Load an exported ``hf`` or ``omniscore`` folder with every tensor of encoder, pooler and head."""
     folder = Path(folder)
@@ -130,9 +140,10 @@ def load_published(folder: str | Path) -> Published:
         return load_omniscore_folder(folder, config)
     family = family_for_model_type(str(config.get("model_type")))
     family.check_head_config(config)
-    model_cfg = ModelConfig(family=family.name, pooling="cls")
+    tensors = read_hf_tensors(folder)
+    model_cfg = classifier_model_config(family, config, tensors)
     model = build_regressor(model_cfg, config)
-    load_hf_weights(model, read_hf_tensors(folder), required_groups=("encoder", "pooler", "classifier"))
+    load_hf_weights(model, tensors, required_groups=("encoder", "pooler", "classifier"))
     hf_config = {k: v for k, v in config.items() if k != "omnidistill"}
     default = DataConfig(max_length=min(512, int(config.get("max_position_embeddings", 512))))
     return Published(model, model_cfg, hf_config, data_settings(config.get("omnidistill", {}), default), "hf")

@@ -28,7 +28,9 @@ class Regressor(nnx.Module):
         self.pooler = family.pooler_cls(arch, dtype=dtype, rngs=rngs) if self.pooling.uses_family_pooler else None
         features = self.pooler.features if self.pooler is not None else arch.hidden_size
         head_cls = lookup(HEADS, model_cfg.head, "head")
-        self.head = head_cls(features, hidden=model_cfg.head_hidden, dropout_rate=model_cfg.head_dropout, rngs=rngs)
+        self.head = head_cls(
+            features, hidden=model_cfg.head_hidden, dropout_rate=model_cfg.head_dropout, bias=model_cfg.head_bias, rngs=rngs
+        )
 
     def __call__(
         self,

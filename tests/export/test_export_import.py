@@ -19,6 +19,8 @@ from tests.export.card import card_scores
 from tests.models.hf_fixtures import save_tiny, save_tiny_bert
 from tests.models.test_deberta_v2_parity import V3
 from tests.models.test_modernbert_parity import TINY as MODERNBERT
+from tests.models.test_qwen2_parity import TINY as QWEN2
+from tests.models.test_qwen3_parity import TINY as QWEN3
 from tests.models.test_xlm_roberta_parity import TINY as XLMR
 
 torch = pytest.importorskip("torch")
@@ -38,6 +40,9 @@ FAMILY_CLASSIFIERS = {
     "deberta_v2": lambda folder: save_tiny(folder, "DebertaV2", V3, classification=True, perturb="LayerNorm", vocab_size=1024),
     "modernbert": lambda folder: save_tiny(folder, "ModernBert", MODERNBERT, classification=True, perturb="norm", vocab_size=1024),
     "xlm_roberta": lambda folder: save_tiny(folder, "XLMRoberta", XLMR, classification=True, perturb="LayerNorm", vocab_size=1024),
+    # a decoder: its bias-free score layer on the last non-padding token (model.head_bias: false, last_token)
+    "qwen3": lambda folder: save_tiny(folder, "Qwen3", QWEN3, classification=True, perturb="norm", vocab_size=1024),
+    "qwen2": lambda folder: save_tiny(folder, "Qwen2", QWEN2, classification=True, perturb="bias", vocab_size=1024),
 }
 
 

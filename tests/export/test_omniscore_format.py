@@ -173,3 +173,24 @@ def test_training_can_start_from_an_imported_run(tmp_path, tokenizer_dirs, sampl
     np.testing.assert_allclose(
         Scorer.load(tmp_path / "continued").score_records(records), Scorer.load(source).score_records(records), atol=1e-6
     )
+
+
+def test_a_bias_free_decoder_head_exports_both_ways(tmp_path, tiny_tokenizer_dir):
+    """A Qwen3ForSequenceClassification imports as last_token + head_bias=false; it exports back as hf
+    (transformers checks it) and as omniscore, whose score_head gets a zero bias (OmniScorer checks it)."""
+    from safetensors.numpy import load_file
+    from transformers import AutoTokenizer
+
+    from tests.models.hf_fixtures import save_tiny
+
+    folder = save_tiny(tmp_path / "hf", "Qwen3", QWEN3, classification=True, perturb="norm", vocab_size=1024)
+    AutoTokenizer.from_pretrained(tiny_tokenizer_dir).save_pretrained(folder)
+    import_hf(str(folder), tmp_path / "run")
+    from omnidistill.config import load_config
+
+    model = load_config(tmp_path / "run" / "config.yaml").model
+    assert (model.pooling, model.head_bias) == ("last_token", False)
+    assert export_run(tmp_path / "run", tmp_path / "hf-out", verify=True)["format"] == "hf"
+    summary = export_run(tmp_path / "run", tmp_path / "os", verify=True, folder_format="omniscore")
+    assert summary["verified_with"] == "omniscore.OmniScorer" and summary["max_abs_diff"] < 1e-4
+    assert not load_file(str(tmp_path / "os" / "model.safetensors"))["score_head.bias"].any()

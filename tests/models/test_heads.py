@@ -77,3 +77,10 @@ def test_last_token_pooling_picks_the_last_real_token_under_any_padding_and_pack
     segments = jnp.array([[1, 1, 2, 2, 0], [1, 1, 1, 1, 1]])
     out = pool([h], (segments > 0).astype(jnp.int32), segments, num_segments=2)
     np.testing.assert_array_equal(out[:, 0], [1.0, 3.0, 9.0, 5.0])  # the empty slot of row 1 is unused
+
+
+def test_a_bias_free_head_is_linear_sigmoid_only():
+    model = build_regressor(ModelConfig(family="bert", head_bias=False), {**ARCH, "model_type": "bert"})
+    assert "bias" not in nnx.state(model.head, nnx.Param).to_pure_dict()["linear"]
+    with pytest.raises(ValueError, match="head_bias=false applies to the linear_sigmoid head only"):
+        build_regressor(ModelConfig(family="bert", head="ordinal", head_bias=False), {**ARCH, "model_type": "bert"})
