@@ -30,9 +30,9 @@ from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.predict import inference_buckets, predict_records, used_buckets, warm_up
 from omnidistill.models.regressor import make_predict_fn
 from omnidistill.parallel.mesh import build_mesh, replicated
+from omnidistill.runs.run_dir import is_run_directory
 
 log = logging.getLogger(__name__)
-DEFAULT_BUCKETS = (32, 64, 128, 256, 512)
 
 
 @dataclasses.dataclass
@@ -65,7 +65,7 @@ class Scorer:
         """From a run directory (``config.yaml`` + orbax checkpoints), or an exported ``hf`` or
         ``omniscore`` folder (``config.json``)."""
         path = Path(path)
-        if (path / "config.yaml").exists() and (path / "model.json").exists():
+        if is_run_directory(path):
             from omnidistill.runs.load import load_trained
 
             cfg, graphdef, params, tokenizer, _ = load_trained(path, checkpoint)
@@ -82,7 +82,10 @@ class Scorer:
     def warm_up(self, records: Sequence[Record] | None = None) -> None:
         """Compile the prediction function for the padded lengths ``records`` need (all of them when None),
         so that timings exclude compilation."""
-        buckets = self.buckets if records is None else used_buckets(self.encoder, records, self.buckets)
+        if records is None:
+            buckets = self.buckets
+        else:
+            buckets = used_buckets(self.encoder.full_lengths(list(records)), self.max_length, self.buckets)
         warm_up(self._predict, self.params, self.mesh, batch_size=self.batch_size, buckets=buckets)
 
     def score_records(self, records: Sequence[Record], *, progress: bool = False) -> np.ndarray:

@@ -68,10 +68,15 @@ def clean(text: str | None) -> str:
     return (text or "").strip()
 
 
+def source_fields(record: Record) -> list[str]:
+    """The source-side fields present (context, question, title, source), stripped."""
+    return [t for f in SOURCE_SIDE if (t := clean(getattr(record, f)))]
+
+
 def source_text(record: Record, separator: str) -> str:
-    """The source-side fields present, stripped and joined by ``separator`` (the ``sources=`` argument
-    of the ``omniscore`` package for this record)."""
-    return separator.join(t for f in SOURCE_SIDE if (t := clean(getattr(record, f))))
+    """The source-side fields joined by ``separator`` (the ``sources=`` argument of the ``omniscore``
+    package for this record)."""
+    return separator.join(source_fields(record))
 
 
 def format_record(record: Record, layout: TextLayout) -> InputText:
@@ -93,7 +98,7 @@ def format_record(record: Record, layout: TextLayout) -> InputText:
 
     if layout.task_line and clean(record.task):
         add_segment(layout.task_prefix, [clean(record.task)], track=False)
-    sources = [t for f in SOURCE_SIDE if (t := clean(getattr(record, f)))]
+    sources = source_fields(record)
     if sources:
         add_segment(layout.source_prefix, sources, track=True)
     if clean(record.reference):

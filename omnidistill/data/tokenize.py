@@ -112,16 +112,21 @@ class RecordEncoder:
         return {"input_ids": self.token_ids(record), "labels": labels, "label_mask": mask}
 
 
-def count_truncated(encoder: RecordEncoder, records: list[Record], *, sample: int | None = None, seed: int = 0) -> dict[str, Any]:
+def count_truncated(
+    encoder: RecordEncoder, records: list[Record], *, sample: int | None = None, seed: int = 0, lengths: list[int] | None = None
+) -> dict[str, Any]:
     """How many inputs exceed ``max_length`` and are truncated when encoded.
 
-    Exact over all ``records``, or, when ``sample`` is smaller than their number, over a seeded
-    uniform sample (``sampled: true``; the count is then scaled to the whole set).
+    Exact over all ``records`` (pass their ``full_lengths`` as ``lengths`` if already computed), or,
+    when ``sample`` is smaller than their number, over a seeded uniform sample (``sampled: true``; the
+    count is then scaled to the whole set).
     """
     picks = np.arange(len(records))
     if sample is not None and len(records) > sample:
         picks = np.sort(np.random.default_rng(seed).choice(len(records), size=sample, replace=False))
-    lengths = encoder.full_lengths([records[int(i)] for i in picks])
+        lengths = None
+    if lengths is None:
+        lengths = encoder.full_lengths([records[int(i)] for i in picks])
     truncated = sum(n > encoder.max_length for n in lengths)
     scale = len(records) / max(len(picks), 1)
     return {"truncated": round(truncated * scale), "of": len(records), "sampled": len(picks) < len(records)}

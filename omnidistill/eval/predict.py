@@ -76,11 +76,12 @@ def warm_up(predict_fn: Callable[[Any, dict], jax.Array], params: Any, mesh: Mes
         jax.block_until_ready(predict_fn(params, {k: global_batch_array(v, sharding) for k, v in batch.items()}))
 
 
-def used_buckets(encoder: RecordEncoder, records: Sequence[Record], buckets: Sequence[int]) -> list[int]:
-    """The padded lengths a pass over ``records`` will use (a bucket, or the length itself above them)."""
+def used_buckets(lengths: Sequence[int], max_length: int, buckets: Sequence[int]) -> list[int]:
+    """The padded lengths a pass over inputs of these (untruncated) token counts will use (a bucket, or
+    the length itself above them)."""
     from omnidistill.data.pipeline import bucket_length
 
-    return sorted({bucket_length(min(n, encoder.max_length), buckets) for n in encoder.full_lengths(list(records))})
+    return sorted({bucket_length(min(n, max_length), buckets) for n in lengths})
 
 
 def inference_buckets(max_length: int, step: int) -> tuple[int, ...]:

@@ -76,7 +76,8 @@ def evaluate_run(
     if not records:
         raise ValueError(f"nothing to evaluate: pass --data or set data.{split} (or data.tfds) in the run config")
     encoder = RecordEncoder.from_config(tokenizer, cfg.data)
-    truncated = count_truncated(encoder, records)["truncated"]
+    lengths = encoder.full_lengths(records)  # tokenized once for the truncation count and the warm-up
+    truncated = count_truncated(encoder, records, lengths=lengths)["truncated"]
     if truncated:
         log.warning(
             "%d of %d inputs exceed data.max_length=%d and are truncated (data.truncation=%s)",
@@ -90,7 +91,7 @@ def evaluate_run(
     predict_fn = jax.jit(make_predict_fn(graphdef))
     bs = batch_size or cfg.eval.batch_size
     buckets = inference_buckets(cfg.data.max_length, cfg.eval.length_step)
-    warm_up(predict_fn, params, mesh, batch_size=bs, buckets=used_buckets(encoder, records, buckets))
+    warm_up(predict_fn, params, mesh, batch_size=bs, buckets=used_buckets(lengths, encoder.max_length, buckets))
     start = time.perf_counter()
     pred = predict_records(predict_fn, params, records, encoder, mesh, batch_size=bs, buckets=buckets)
     seconds = time.perf_counter() - start

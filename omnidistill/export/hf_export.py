@@ -164,12 +164,10 @@ def verify_folder(folder: Path, folder_format: str, params: Any, graphdef: Any, 
     batch = collate(examples, pad_id=encoder.pad_id, buckets=(), batch_size=len(examples))
     ours = np.asarray(jax.jit(make_predict_fn(graphdef))(params, batch))
     theirs, their_ids = consumer_scores(folder, folder_format, encoder, records)
-    full = encoder.full_lengths(records)
-    for record, example, ids, n in zip(records, examples, their_ids, full, strict=True):
-        comparable = encoder.truncation == "right" or n <= encoder.max_length
+    exact = np.array([encoder.truncation == "right" or n <= encoder.max_length for n in encoder.full_lengths(records)])
+    for record, example, ids, comparable in zip(records, examples, their_ids, exact, strict=True):
         if comparable and list(ids) != example["input_ids"].tolist():
             raise ExportError(f"record {record.id!r}: the {folder_format} consumer tokenizes the input differently from training")
-    exact = np.array([encoder.truncation == "right" or n <= encoder.max_length for n in full])
     diff = float(np.max(np.abs(theirs - ours)[exact])) if exact.any() else 0.0
     if not np.isfinite(theirs).all() or diff > tolerance:
         raise ExportError(f"exported model differs from the JAX model: max |score diff| {diff:.2e} > {tolerance:.0e}")

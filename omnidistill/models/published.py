@@ -147,7 +147,3 @@ def load_published(folder: str | Path) -> Published:
     hf_config = {k: v for k, v in config.items() if k != "omnidistill"}
     default = DataConfig(max_length=min(512, int(config.get("max_position_embeddings", 512))))
     return Published(model, model_cfg, hf_config, data_settings(config.get("omnidistill", {}), default), "hf")
-
-
-def is_omniscore_folder(folder: str | Path) -> bool:
-    return read_hf_config(folder).get("model_type") == OMNISCORE_MODEL_TYPE

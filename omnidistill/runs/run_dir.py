@@ -9,6 +9,14 @@ from typing import Any
 
 from omnidistill.config import Config, dump_config, load_config
 
+INPUT_SETTINGS = ("input_format", "layout", "truncation")
+"""The ``data`` fields that decide a model's token ids: a run keeps them (resume), and an init warns on change."""
+
+
+def is_run_directory(path: str | Path | None) -> bool:
+    """Whether ``path`` holds an omnidistill run (``config.yaml`` and ``model.json``)."""
+    return bool(path) and (Path(str(path)) / "model.json").is_file() and (Path(str(path)) / "config.yaml").is_file()
+
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename: readers see all of it or nothing."""
@@ -53,13 +61,7 @@ def check_same_model(run_dir: str | Path, cfg: Config, hf_config: dict[str, Any]
             diffs.append(f"{key}: checkpoint {old.get(key)!r} != config {hf_config.get(key)!r}")
     saved_cfg = load_config(Path(run_dir) / "config.yaml") if (Path(run_dir) / "config.yaml").exists() else None
     if saved_cfg is not None:
-        for section, field in (
-            ("model", "pooling"),
-            ("model", "head"),
-            ("data", "input_format"),
-            ("data", "layout"),
-            ("data", "truncation"),
-        ):
+        for section, field in (("model", "pooling"), ("model", "head"), *(("data", f) for f in INPUT_SETTINGS)):
             a, b = getattr(getattr(saved_cfg, section), field), getattr(getattr(cfg, section), field)
             if a != b:
                 diffs.append(f"{section}.{field}: checkpoint {a!r} != config {b!r}")

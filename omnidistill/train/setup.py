@@ -28,7 +28,7 @@ from omnidistill.models.regressor import make_predict_fn
 from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_array, param_shardings, replicated
 from omnidistill.runs.checkpoint import RunCheckpoints
 from omnidistill.runs.load import load_trained
-from omnidistill.runs.run_dir import check_same_model, load_run_metadata, save_run_metadata
+from omnidistill.runs.run_dir import INPUT_SETTINGS, check_same_model, is_run_directory, load_run_metadata, save_run_metadata
 from omnidistill.train.optimizer import build_optimizer
 from omnidistill.train.state import TrainState
 from omnidistill.train.step import make_train_step
@@ -167,10 +167,6 @@ class TrainRun:
         return {f"lr_{name}": float(schedule(step)) for name, schedule in self.learning_rates.items()}
 
 
-def is_run_directory(path: str | None) -> bool:
-    return bool(path) and (Path(path) / "model.json").is_file() and (Path(path) / "config.yaml").is_file()
-
-
 def load_initial_model(cfg: Config) -> LoadedModel:
     """The model a run starts from: ``model.init_from`` names a Hugging Face folder / hub id (encoder
     weights), or an omnidistill run directory (one ``train`` or ``import`` wrote): then every
@@ -193,7 +189,7 @@ def load_initial_model(cfg: Config) -> LoadedModel:
     set_params(loaded.model, nnx.traversals.unflatten_mapping(matched))
     fresh = sorted({"/".join(map(str, p[:1])) for p in shapes if p not in matched})
     log.info("initialised from run %s (step %d)%s", source, step, f"; new: {', '.join(fresh)}" if fresh else "")
-    for field in ("input_format", "layout", "truncation"):
+    for field in INPUT_SETTINGS:
         if getattr(run_cfg.data, field) != getattr(cfg.data, field):
             log.warning(
                 "model.init_from=%s was trained with data.%s=%r; this run uses %r",
