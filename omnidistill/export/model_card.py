@@ -68,6 +68,7 @@ def model_card(run_dir: Path, cfg: Config, step: int, folder_format: str, layout
         "cls": "[CLS] through the family's pooler",
         "cls_raw": "the final [CLS] state (no pooler)",
         "mean": "the mean of the final states",
+        "last_token": "the final state of the last non-padding token",
     }
     text_code = input_text_code(layout)
     task = ", task='qa'" if layout.task_line else ""
