@@ -22,8 +22,10 @@ def test_shipped_configs_are_valid(repo_root, name):
     from omnidistill.models.registry import get_family
 
     family = get_family(cfg.model.family)
-    # the shipped encoder configs use the paper's head (OmniScore §3); decoders pool their last token
-    assert cfg.model.pooling == ("last_token" if family.causal else "cls_raw")
+    # the shipped encoder configs use the paper's head (OmniScore §3); decoders pool as their embedding
+    # models do: the last token (Qwen), the mean (EmbeddingGemma, bidirectional)
+    expected = {"gemma3": "mean"}.get(family.name, "last_token" if family.decoder else "cls_raw")
+    assert cfg.model.pooling == expected
 
 
 def test_unknown_key_is_named(tmp_path):

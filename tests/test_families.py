@@ -11,12 +11,15 @@ pytest.importorskip("torch")
 HAS_OMNISCORE = importlib.util.find_spec("omniscore") is not None
 
 
-@pytest.mark.parametrize("family", ["bert", "modernbert", "deberta_v2", "xlm_roberta", "qwen3", "qwen2"])
+DECODER_POOLING = {"qwen3": "last_token", "qwen2": "last_token", "gemma3": "mean"}  # only the omniscore format holds these
+
+
+@pytest.mark.parametrize("family", ["bert", "modernbert", "deberta_v2", "xlm_roberta", "qwen3", "qwen2", "gemma3"])
 def test_tiny_default_switched_to_family_trains_and_exports(tmp_path, repo_root, family):
-    decoder = family in ("qwen2", "qwen3")  # pools the last token: only the omniscore format holds that head
+    decoder = family in DECODER_POOLING
     if decoder and not HAS_OMNISCORE:
         pytest.skip("the omniscore package is not installed")
-    pooling = "last_token" if decoder else "cls_raw" if HAS_OMNISCORE else "cls"
+    pooling = DECODER_POOLING.get(family, "cls_raw" if HAS_OMNISCORE else "cls")
     run = tmp_path / family
     args = [
         "train",
@@ -35,12 +38,14 @@ def test_tiny_default_switched_to_family_trains_and_exports(tmp_path, repo_root,
         f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
         f"model.pooling={pooling}",
     ]
+    if family == "gemma3":  # EmbeddingGemma's attention, local layers of +-2 tokens
+        args += ["model.arch.use_bidirectional_attention=true", "model.arch.sliding_window=4"]
     assert main(args) == 0
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
     assert any("dev_mae" in r for r in log)
     assert main(["export", str(run), str(tmp_path / f"{family}-out"), "--verify", "on"]) == 0
     config = json.loads((tmp_path / f"{family}-out" / "config.json").read_text())
     if HAS_OMNISCORE:  # the paper's head, checked against the omniscore package
-        assert config["architectures"] == ["OmniScoreModel"] and config["pooling_strategy"] == ("last_token" if decoder else "cls")
+        assert config["architectures"] == ["OmniScoreModel"] and config["pooling_strategy"] == DECODER_POOLING.get(family, "cls")
     else:
         assert config["architectures"][0].endswith("ForSequenceClassification")

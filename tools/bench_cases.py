@@ -89,6 +89,21 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
             rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
         ),
     ),
+    "embeddinggemma-300m": (
+        "gemma3",
+        dict(
+            vocab_size=262144,
+            hidden_size=768,
+            num_hidden_layers=24,
+            num_attention_heads=3,
+            num_key_value_heads=1,
+            head_dim=256,
+            intermediate_size=1152,
+            max_position_embeddings=2048,
+            sliding_window=512,
+            use_bidirectional_attention=True,
+        ),
+    ),
 }
 PEER_CASES = ("mbert", "bert-large(mxbai)", "deberta-v3-base", "modernbert-base(ettin-150m-like)", "ettin-32m-like")
 """The cases the PyTorch peer also runs (the others have no peer figure to compare with)."""
@@ -101,7 +116,8 @@ def _model(name: str, tiny: bool, dtype: str, attention: str, remat: str = "none
     """The case's regressor (random weights), or its shapes only when ``abstract``."""
     family, hf = CASES[name]
     hf = {**hf, **TINY} if tiny else dict(hf)
-    pooling = "last_token" if get_family(family).causal else "cls"  # as the peer's *ForSequenceClassification
+    # as the peer's *ForSequenceClassification; decoders as their embedding models pool
+    pooling = get_family(family).default_pooling(hf) if get_family(family).decoder else "cls"
     cfg = ModelConfig(family=family, pooling=pooling, attention=attention, dropout=0.0, remat=remat)
     build = partial(build_regressor, cfg, hf, dtype={"bfloat16": jnp.bfloat16, "float32": jnp.float32}[dtype])
     return (nnx.eval_shape(build) if abstract else build()), hf

@@ -24,7 +24,8 @@ class ModelConfig:
     """Backbone and regression head."""
 
     family: str = "bert"
-    """Backbone family from the model registry: ``bert``, ``deberta_v2``, ``modernbert``, ``xlm_roberta``, ``qwen3``, ``qwen2``."""
+    """Backbone family from the model registry: ``bert``, ``deberta_v2``, ``modernbert``, ``xlm_roberta``,
+    ``qwen3``, ``qwen2``, ``gemma3``."""
     init_from: str | None = None
     """Hugging Face folder (or hub id) whose PyTorch weights initialise the encoder."""
     arch: dict[str, Any] = dataclasses.field(default_factory=dict)

@@ -72,16 +72,16 @@ def hf_config_dict(family_name: str, arch: Any, settings: dict[str, Any]) -> dic
     return out
 
 
-def choose_format(pooling: str, head: str, requested: str = "auto", *, causal: bool = False, head_bias: bool = True) -> str:
+def choose_format(pooling: str, head: str, requested: str = "auto", *, decoder: bool = False, head_bias: bool = True) -> str:
     """The folder format for a head: ``hf`` or ``omniscore``; refuses one that cannot hold it exactly.
 
     ``hf`` holds an encoder's ``cls`` head, or a decoder's bias-free ``last_token`` head (the
-    ``*ForSequenceClassification`` of Qwen2/Qwen3); ``omniscore`` holds ``cls_raw``, ``mean`` and
+    ``*ForSequenceClassification`` of Qwen2/Qwen3/Gemma 3); ``omniscore`` holds ``cls_raw``, ``mean`` and
     ``last_token`` (a missing head bias is written as zeros)."""
     if requested not in FORMATS:
         raise ExportError(f"unknown export format {requested!r} (choose from {', '.join(FORMATS)})")
-    hf_heads = HF_DECODER_HEADS if causal else HF_HEADS
-    hf_fits = (pooling, head) in hf_heads and head_bias != causal
+    hf_heads = HF_DECODER_HEADS if decoder else HF_HEADS
+    hf_fits = (pooling, head) in hf_heads and head_bias != decoder
     fits = [name for name, ok in (("hf", hf_fits), ("omniscore", (pooling, head) in OMNISCORE_HEADS)) if ok]
     if requested == "auto" and fits:
         return fits[0]
@@ -92,7 +92,7 @@ def choose_format(pooling: str, head: str, requested: str = "auto", *, causal: b
         raise ExportError(
             f"model.pooling={pooling!r} with model.head={head!r} fits no {requested} class exactly; export it with --format {other}"
         )
-    bias_note = " and model.head_bias=false" if causal else ""
+    bias_note = " and model.head_bias=false" if decoder else ""
     raise ExportError(
         f"model.pooling={pooling!r} with model.head={head!r} (head_bias={head_bias}) has no published equivalent: --format hf "
         f"holds {sorted(hf_heads)}{bias_note}, --format omniscore holds {sorted(OMNISCORE_HEADS)} (nothing is dropped silently)"
@@ -107,7 +107,7 @@ def head_table(family_name: str, arch: Any, head_bias: bool) -> list:
 
 def export_tensors(family_name: str, arch: Any, params: Any, pooling: str, head: str, head_bias: bool = True) -> dict[str, np.ndarray]:
     """PyTorch-keyed float32 tensors of a regressor for ``hf`` folders; refuses other heads."""
-    choose_format(pooling, head, "hf", causal=get_family(family_name).causal, head_bias=head_bias)
+    choose_format(pooling, head, "hf", decoder=get_family(family_name).decoder, head_bias=head_bias)
     tensors = flax_to_hf(jax.device_get(params), head_table(family_name, arch, head_bias))
     check_finite(tensors)
     return tensors
@@ -206,15 +206,15 @@ def export_run(
 
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint)
-    causal = get_family(cfg.model.family).causal
-    folder_format = choose_format(cfg.model.pooling, cfg.model.head, folder_format, causal=causal, head_bias=cfg.model.head_bias)
+    decoder = get_family(cfg.model.family).decoder
+    folder_format = choose_format(cfg.model.pooling, cfg.model.head, folder_format, decoder=decoder, head_bias=cfg.model.head_bias)
     arch = nnx.merge(graphdef, params).arch
     encoder = RecordEncoder.from_config(tokenizer, cfg.data)
     settings = card_settings(cfg, encoder.layout)
     if folder_format == "hf":
         tensors = export_tensors(cfg.model.family, arch, params, cfg.model.pooling, cfg.model.head, cfg.model.head_bias)
         config = hf_config_dict(cfg.model.family, arch, settings)
-        if causal and config.get("pad_token_id") is None:  # the class finds the last token by pad_token_id
+        if decoder and config.get("pad_token_id") is None:  # the class finds the last token by pad_token_id
             config["pad_token_id"] = tokenizer.pad_token_id
     else:
         tensors = omniscore_tensors(cfg.model.family, arch, jax.device_get(params))

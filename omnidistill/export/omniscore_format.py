@@ -52,7 +52,7 @@ def omniscore_config_dict(cfg: Config, arch: Any, layout: TextLayout) -> dict[st
         "score_names": list(DIMENSIONS),
         "minimum_score": SCORE_MIN,
         "maximum_score": SCORE_MAX,
-        "is_encoder": not get_family(cfg.model.family).causal,
+        "is_encoder": not get_family(cfg.model.family).decoder,
         "pooling_strategy": OMNISCORE_POOLING[cfg.model.pooling],
         "hidden_size": backbone["hidden_size"],
         "task_prefix": layout.task_prefix,

@@ -12,6 +12,9 @@ from omnidistill.models.bert import params as bert_params
 from omnidistill.models.deberta_v2 import config as deberta_config
 from omnidistill.models.deberta_v2 import modeling as deberta_modeling
 from omnidistill.models.deberta_v2 import params as deberta_params
+from omnidistill.models.gemma3 import config as gemma3_config
+from omnidistill.models.gemma3 import modeling as gemma3_modeling
+from omnidistill.models.gemma3 import params as gemma3_params
 from omnidistill.models.modernbert import config as modernbert_config
 from omnidistill.models.modernbert import modeling as modernbert_modeling
 from omnidistill.models.modernbert import params as modernbert_params
@@ -45,10 +48,21 @@ class Family:
     """Tensors (``AutoModel`` key -> shape) the backbone's ``AutoModel`` builds that no omnidistill head
     uses, e.g. BERT's pooler under ``pooling: cls_raw``: written as zeros by ``export --format omniscore``."""
     check_head_config: Callable[[dict[str, Any]], None] = lambda hf: None
-    causal: bool = False
-    """A decoder backbone (causal attention): pool with ``last_token`` or ``mean``, not [CLS]."""
     """Refuses, by field name, HF classification-head settings the port's pooler + head do not implement
     (called when a ``*ForSequenceClassification`` head is imported; a backbone's copy is irrelevant)."""
+    decoder: bool = False
+    """A decoder architecture (Qwen, Gemma): no [CLS] pooler; pool with ``last_token`` or ``mean``. Its
+    ``*ForSequenceClassification`` scores the last non-padding token with a bias-free layer. Whether
+    attention is causal is the checkpoint's (Gemma 3 can be bidirectional)."""
+    backbone_pooling: Callable[[dict[str, Any]], str] | None = None
+    """The pooling a backbone of this family is trained with by default, from its HF config
+    (None: ``last_token`` for a decoder, the paper's ``cls_raw`` otherwise)."""
+
+    def default_pooling(self, hf_config: dict[str, Any]) -> str:
+        """``model.pooling`` for a new regressor on a backbone with this HF config."""
+        if self.backbone_pooling is not None:
+            return self.backbone_pooling(hf_config)
+        return "last_token" if self.decoder else "cls_raw"
 
 
 FAMILIES: dict[str, Family] = {
@@ -109,7 +123,7 @@ FAMILIES: dict[str, Family] = {
         hf_class=qwen3_params.HF_CLASS,
         ignorable_prefixes=qwen3_params.IGNORABLE_PREFIXES,
         sharding_rules=qwen3_params.SHARDING_RULES,
-        causal=True,
+        decoder=True,
     ),
     "qwen2": Family(
         name="qwen2",
@@ -121,7 +135,20 @@ FAMILIES: dict[str, Family] = {
         hf_class=qwen2_params.HF_CLASS,
         ignorable_prefixes=qwen2_params.IGNORABLE_PREFIXES,
         sharding_rules=qwen2_params.SHARDING_RULES,
-        causal=True,
+        decoder=True,
+    ),
+    "gemma3": Family(
+        name="gemma3",
+        hf_model_types=gemma3_config.Gemma3Config.MODEL_TYPES,
+        config_from_hf=gemma3_config.Gemma3Config.from_hf,
+        encoder_cls=gemma3_modeling.Gemma3Encoder,
+        pooler_cls=gemma3_modeling.Gemma3Pooler,
+        weight_table=gemma3_params.weight_table,
+        hf_class=gemma3_params.HF_CLASS,
+        ignorable_prefixes=gemma3_params.IGNORABLE_PREFIXES,
+        sharding_rules=gemma3_params.SHARDING_RULES,
+        decoder=True,
+        backbone_pooling=gemma3_config.backbone_pooling,
     ),
 }
 
@@ -133,9 +160,22 @@ def get_family(name: str) -> Family:
         raise ValueError(f"unknown model family {name!r} (available: {', '.join(sorted(FAMILIES))})") from None
 
 
+UNPORTED = {
+    "gte": "GTE-multilingual (Snowflake Arctic-embed-m-v2.0, a Table 6 student)",
+    "new": "GTE-multilingual (Alibaba-NLP gte-multilingual-base)",
+}
+"""Architectures refused by name: their forward exists only as remote code (``Alibaba-NLP/new-impl``)
+that ``transformers`` does not ship, so there is no offline reference to test a port's parity against."""
+
+
 def family_for_model_type(model_type: str) -> Family:
     """The family that implements a Hugging Face ``model_type``."""
     for family in FAMILIES.values():
         if model_type in family.hf_model_types:
             return family
+    if model_type in UNPORTED:
+        raise ValueError(
+            f"model_type={model_type!r} ({UNPORTED[model_type]}) is not ported: its forward is remote code that transformers "
+            "does not ship, so omnidistill has no reference to prove parity against (see docs/models.md)"
+        )
     raise ValueError(f"no omnidistill port for Hugging Face model_type={model_type!r}")

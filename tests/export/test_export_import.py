@@ -18,6 +18,7 @@ from omnidistill.scorer import Scorer
 from tests.export.card import card_scores
 from tests.models.hf_fixtures import save_tiny, save_tiny_bert
 from tests.models.test_deberta_v2_parity import V3
+from tests.models.test_gemma3_parity import TINY as GEMMA3
 from tests.models.test_modernbert_parity import TINY as MODERNBERT
 from tests.models.test_qwen2_parity import TINY as QWEN2
 from tests.models.test_qwen3_parity import TINY as QWEN3
@@ -43,6 +44,7 @@ FAMILY_CLASSIFIERS = {
     # a decoder: its bias-free score layer on the last non-padding token (model.head_bias: false, last_token)
     "qwen3": lambda folder: save_tiny(folder, "Qwen3", QWEN3, classification=True, perturb="norm", vocab_size=1024),
     "qwen2": lambda folder: save_tiny(folder, "Qwen2", QWEN2, classification=True, perturb="bias", vocab_size=1024),
+    "gemma3": lambda folder: save_tiny(folder, "Gemma3Text", GEMMA3, classification=True, perturb="norm", vocab_size=1024),
 }
 
 
@@ -158,6 +160,29 @@ def test_bare_backbone_imports_encoder_and_reports_random_head(tmp_path, tiny_to
         import_hf(str(folder), tmp_path / "run2", require_head=True)
 
 
+@pytest.mark.parametrize(("bidirectional", "pooling"), [(True, "mean"), (False, "last_token")])
+def test_a_gemma_backbone_imports_with_its_own_pooling(tmp_path, tiny_tokenizer_dir, bidirectional, pooling):
+    """EmbeddingGemma (bidirectional) is pooled by the mean, a causal Gemma 3 by its last token; the
+    imported encoder's pooled state equals the PyTorch model's under padding."""
+    folder = save_tiny(tmp_path / "gemma", "Gemma3Text", GEMMA3, perturb="norm", vocab_size=1024, use_bidirectional_attention=bidirectional)
+    transformers.AutoTokenizer.from_pretrained(tiny_tokenizer_dir).save_pretrained(folder)
+    assert main(["import", str(folder), str(tmp_path / "run")]) == 0
+    from flax import nnx
+
+    from omnidistill.runs.load import load_trained
+
+    cfg, graphdef, params, _, _ = load_trained(tmp_path / "run", "best")
+    assert cfg.model.pooling == pooling
+    ids = np.array([[2, 40, 41, 42, 3, 0, 0], [2, 50, 51, 52, 53, 54, 3]], np.int32)
+    mask = (ids > 0).astype(np.int32)
+    with torch.no_grad():
+        states = transformers.AutoModel.from_pretrained(folder)(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask))
+    states = states.last_hidden_state.numpy()
+    expected = (states * mask[..., None]).sum(1) / mask.sum(1, keepdims=True) if bidirectional else states[[0, 1], mask.sum(1) - 1]
+    model = nnx.merge(graphdef, params)
+    np.testing.assert_allclose(np.asarray(model.pooling([model.encoder(ids, mask)], mask)), expected, atol=1e-4)
+
+
 def test_unsupported_model_type_is_rejected(tmp_path, hf_classifier):
     shutil.copytree(hf_classifier, tmp_path / "gpt")
     cfg = json.loads((tmp_path / "gpt" / "config.json").read_text())
@@ -225,3 +250,15 @@ def test_import_into_an_existing_run_needs_overwrite_and_replaces_everything(tmp
     with torch.no_grad():
         reference = 1 + 4 * torch.sigmoid(model(**tok(text, return_tensors="pt")).logits)[0].numpy()
     np.testing.assert_allclose(list(ours.values()), reference, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "pattern"),
+    [("gte", r"model_type='gte' \(GTE-multilingual \(Snowflake Arctic.*remote code"), ("gpt_neox", "no omnidistill port.*gpt_neox")],
+)
+def test_unported_architectures_are_refused_by_name(tmp_path, model_type, pattern):
+    folder = tmp_path / "hub"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": model_type, "architectures": ["GteModel"], "hidden_size": 8}))
+    with pytest.raises(ValueError, match=pattern):
+        import_hf(str(folder), tmp_path / "run")

@@ -24,6 +24,7 @@ from omnidistill.scorer import Scorer
 from tests.export.card import card_scores
 from tests.models.hf_fixtures import TINY_BERT
 from tests.models.test_deberta_v2_parity import V3
+from tests.models.test_gemma3_parity import TINY as GEMMA3
 from tests.models.test_modernbert_parity import TINY as MODERNBERT
 from tests.models.test_qwen2_parity import TINY as QWEN2
 from tests.models.test_qwen3_parity import TINY as QWEN3
@@ -39,6 +40,7 @@ BACKBONES = {
     "xlm_roberta": ("xlm-roberta", {**XLMR, "pad_token_id": 0}, "unigram"),  # the tokenizer's <pad> is id 0
     "qwen3": ("qwen3", QWEN3, "bpe"),
     "qwen2": ("qwen2", QWEN2, "bpe"),
+    "gemma3": ("gemma3_text", GEMMA3, "unigram"),  # EmbeddingGemma: bidirectional, pooled by the mean
 }
 RELEASED = PromptLayout(task_prefix="Task:", prediction_prefix="Candidate:")  # QCRI/OmniScore-deberta-v3's layout
 
@@ -76,6 +78,7 @@ CASES = [
     ("bert", "last_token", DataConfig(input_format="sep", max_length=128, truncation="right")),
     ("qwen3", "last_token", DataConfig(input_format="omniscore", max_length=128, truncation="right")),
     ("qwen2", "mean", DataConfig(input_format="omniscore", max_length=128, truncation="right")),
+    ("gemma3", "mean", DataConfig(input_format="omniscore", max_length=128, truncation="right")),
 ]
 
 
@@ -121,7 +124,7 @@ def test_omniscore_package_scores_the_export_like_omnidistill(tmp_path, tokenize
     np.testing.assert_allclose(back.score_records(records), ours, atol=1e-5)
 
 
-CARD_CASES = [(family, "cls_raw") for family in sorted(BACKBONES) if family not in ("qwen2", "qwen3")] + [
+CARD_CASES = [(family, "cls_raw") for family in sorted(BACKBONES) if family not in ("qwen2", "qwen3", "gemma3")] + [
     ("bert", "mean"),
     ("bert", "last_token"),
     ("qwen3", "last_token"),

@@ -59,7 +59,7 @@ def flax_from_folder(folder: Path, family: str, groups: tuple[str, ...] = ("enco
     family's classification class does unless ``pooling`` is given (decoders: the last token)."""
     from omnidistill.models.registry import get_family
 
-    pooling = pooling or ("last_token" if get_family(family).causal else "cls")
+    pooling = pooling or ("last_token" if get_family(family).decoder else "cls")
     model = build_regressor(ModelConfig(family=family, pooling=pooling), read_hf_config(folder))
     load_hf_weights(model, read_hf_tensors(folder), required_groups=groups)
     return model

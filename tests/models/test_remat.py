@@ -17,6 +17,7 @@ MODEL_TYPES = {
     "xlm_roberta": "xlm-roberta",
     "qwen3": "qwen3",
     "qwen2": "qwen2",
+    "gemma3": "gemma3_text",
 }
 EXTRA = {"deberta_v2": dict(relative_attention=True, position_buckets=8, pos_att_type=["p2c", "c2p"])}
 

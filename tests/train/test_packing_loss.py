@@ -30,6 +30,15 @@ ARCHS = {
     # causal attention within each segment, grouped-query heads, RoPE restarting per segment
     "qwen3": {"model_type": "qwen3", "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8},
     "qwen2": {"model_type": "qwen2", "num_attention_heads": 4, "num_key_value_heads": 2},
+    # bidirectional within each segment, a local window on the first layer, two RoPE bases
+    "gemma3": {
+        "model_type": "gemma3_text",
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "sliding_window": 4,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "use_bidirectional_attention": True,
+    },
 }
 LENGTHS = [5, 9, 3, 7, 4]
 ROWS = [[0, 1], [2, 3, 4]]  # which examples share a packed row
@@ -96,6 +105,7 @@ def loss_and_grads(family, pooling, batch, loss_cfg):
         ("qwen3", "last_token"),
         ("qwen3", "mean"),
         ("qwen2", "last_token"),
+        ("gemma3", "mean"),
     ],
 )
 def test_packed_rows_give_the_unpacked_loss_and_gradients(family, pooling):

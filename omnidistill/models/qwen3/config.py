@@ -60,6 +60,8 @@ class Qwen3Config:
             raise UnsupportedConfigError(f"model_type={model_type!r} is not supported by this port (only {cls.MODEL_TYPES[0]!r})")
         if hf.get("use_sliding_window"):
             raise UnsupportedConfigError("use_sliding_window=True is not supported (every layer attends to the full causal context)")
+        if hf.get("attention_dropout"):
+            raise UnsupportedConfigError(f"attention_dropout={hf['attention_dropout']} is not supported (the port has no dropout)")
         layer_types = hf.get("layer_types") or []
         if any(t != "full_attention" for t in layer_types):
             raise UnsupportedConfigError(f"layer_types={sorted(set(layer_types))} is not supported (only 'full_attention')")

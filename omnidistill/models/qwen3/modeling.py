@@ -127,4 +127,4 @@ class Qwen3Pooler(nnx.Module):
     """Qwen3 has no classification pooler: ``model.pooling: cls`` is refused (use ``last_token``)."""
 
     def __init__(self, cfg: Qwen3Config, *, dtype=jnp.float32, rngs: nnx.Rngs):
-        raise ValueError("a decoder family (qwen2, qwen3) has no [CLS] pooler: use model.pooling=last_token (or mean)")
+        raise ValueError("a decoder family (qwen2, qwen3, gemma3) has no [CLS] pooler: use model.pooling=last_token or mean")

@@ -25,7 +25,8 @@ SHARDING_RULES = (
 )
 
 
-def _proj(hf_key: str, path: tuple, bias: bool) -> list[WeightEntry]:
+def projection(hf_key: str, path: tuple, bias: bool) -> list[WeightEntry]:
+    """A linear layer's kernel, and its bias when the layer has one."""
     entries = linear(hf_key, path)
     return entries if bias else entries[:1]
 
@@ -38,14 +39,14 @@ def weight_table(cfg: Qwen3Config) -> list[WeightEntry]:
         hf, fx = f"model.layers.{i}", (*enc, "layers", i)
         table.append(WeightEntry(f"{hf}.input_layernorm.weight", (*fx, "input_norm", "scale")))
         for name in ("q_proj", "k_proj", "v_proj"):
-            table += _proj(f"{hf}.self_attn.{name}", (*fx, "attention", name), cfg.qkv_bias)
-        table += _proj(f"{hf}.self_attn.o_proj", (*fx, "attention", "o_proj"), cfg.output_bias)
+            table += projection(f"{hf}.self_attn.{name}", (*fx, "attention", name), cfg.qkv_bias)
+        table += projection(f"{hf}.self_attn.o_proj", (*fx, "attention", "o_proj"), cfg.output_bias)
         if cfg.qk_norm:
             table.append(WeightEntry(f"{hf}.self_attn.q_norm.weight", (*fx, "attention", "q_norm", "scale")))
             table.append(WeightEntry(f"{hf}.self_attn.k_norm.weight", (*fx, "attention", "k_norm", "scale")))
         table.append(WeightEntry(f"{hf}.post_attention_layernorm.weight", (*fx, "post_attention_norm", "scale")))
         for name in ("gate_proj", "up_proj", "down_proj"):
-            table += _proj(f"{hf}.mlp.{name}", (*fx, name), False)
+            table += projection(f"{hf}.mlp.{name}", (*fx, name), False)
     table.append(WeightEntry("model.norm.weight", (*enc, "final_norm", "scale")))
     table += linear("score", ("head", "linear"), group="classifier")
     return table
