@@ -29,15 +29,12 @@ def test_tpu_vm_create_install_train(repo_root):
         "mesh.fsdp=16",
         "train.output_dir=/mnt/gcs/runs/m b",
     )
-    assert (
-        lines[0]
-        == "+ gcloud compute tpus tpu-vm create od --zone us-east5-a --accelerator-type v5p-32 --version tpu-ubuntu2204-base --spot"
-    )
+    assert lines[0] == "+ gcloud compute tpus tpu-vm create od --zone us-east5-a --accelerator-type v5p-32 --version v2-alpha-tpuv5 --spot"
     assert lines[1].startswith("+ git -C ") and "archive --format=tar.gz" in lines[1]
     assert "tpu-vm scp" in lines[2] and "--worker=all" in lines[2]
-    assert "pip install -q -e ." in lines[3] and "--worker=all" in lines[3]
+    assert "worker_setup.sh $HOME/omnidistill $HOME/omnidistill-venv 3.12" in lines[3] and "--worker=all" in lines[3]
     assert lines[4].startswith("+ gcloud compute tpus tpu-vm ssh od --zone us-east5-a --worker=all --command")
-    assert "omnidistill train configs/mbert.yaml mesh.fsdp=16" in lines[4] and "runs/m b" in lines[4]
+    assert "omnidistill-venv/bin/omnidistill train configs/mbert.yaml mesh.fsdp=16" in lines[4] and "runs/m b" in lines[4]
 
 
 def test_tpu_queued_resource_and_reuse(repo_root):
@@ -62,7 +59,7 @@ def test_tpu_queued_resource_and_reuse(repo_root):
         "+ gcloud compute tpus queued-resources create od-qr --node-id od --zone z --accelerator-type v4-64 "
         "--runtime-version tpu-ubuntu2204-base --project p"
     )
-    assert "queued-resources wait od-qr" in lines[1]
+    assert lines[1] == "+ gcloud compute tpus queued-resources describe od-qr --zone z --project p --format 'value(state.state)'"
     assert len(lines) == 3 and "omnidistill train configs/tiny.yaml" in lines[2]
 
 
@@ -89,6 +86,40 @@ def test_xpk_multislice(repo_root):
         "+ xpk workload create --cluster c --workload w --tpu-type v5p-128 --num-slices 2 --docker-image img:1 --command"
     )
     assert "mesh.dcn_data=2" in line
+
+
+def test_xpk_builds_the_shipped_dockerfile_and_runs_that_image(repo_root):
+    build, push, create = dry(
+        repo_root,
+        "tpu/xpk.sh",
+        "--cluster",
+        "c",
+        "--workload",
+        "w",
+        "--tpu-type",
+        "v6e-16",
+        "--image",
+        "r/od:1",
+        "--build",
+        "--dry-run",
+        "--",
+        "configs/tiny.yaml",
+    )
+    assert build == f"+ docker build -f {repo_root}/launch/tpu/Dockerfile -t r/od:1 {repo_root}"
+    assert push == "+ docker push r/od:1" and "--docker-image r/od:1" in create
+
+
+def test_the_dockerfile_copies_only_what_the_repository_has(repo_root):
+    """Every COPY source exists, and the extras it installs are declared in pyproject.toml."""
+    import re
+    import tomllib
+
+    text = (repo_root / "launch" / "tpu" / "Dockerfile").read_text()
+    sources = [src for line in text.splitlines() if line.startswith("COPY ") for src in line.split()[1:-1]]
+    assert sources and all((repo_root / src).exists() for src in sources), sources
+    extras = tomllib.loads((repo_root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    (wanted,) = re.findall(r"pip install '\.\[(\w+)\]'", text)
+    assert wanted in extras
 
 
 def test_slurm_submit(repo_root):

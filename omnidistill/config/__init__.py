@@ -401,9 +401,15 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     """Load ``path`` (YAML) and apply dotted overrides; validates every key and type."""
     data: dict[str, Any] = {}
     if path is not None:
-        path = Path(path)
-        if not path.is_file():
+        from omnidistill.storage import StorageError, input_path, is_file
+
+        try:
+            found = is_file(path)
+        except StorageError as err:
+            raise ConfigError(str(err)) from None
+        if not found:
             raise ConfigError(f"{path}: config file not found")
+        path = input_path(path)
         try:
             loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as err:

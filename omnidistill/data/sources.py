@@ -12,12 +12,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from etils import epath
+
 from omnidistill.data.schema import DataError, Record, validate_record
+from omnidistill.storage import StorageError, input_path, is_file
 
 log = logging.getLogger(__name__)
 
 
-def _jsonl_objects(path: Path) -> Iterator[tuple[str, Any]]:
+def _jsonl_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
     try:
         raw = path.read_bytes()
     except OSError as err:
@@ -43,13 +46,14 @@ def _jsonl_objects(path: Path) -> Iterator[tuple[str, Any]]:
             yield where, DataError(f"{where}: invalid JSON: {err.msg} (column {err.colno})")
 
 
-def _parquet_objects(path: Path) -> Iterator[tuple[str, Any]]:
+def _parquet_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
     try:
         import pyarrow.parquet as pq
     except ImportError:
         raise DataError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow)") from None
     try:
-        table = pq.read_table(path)
+        with path.open("rb") as f:
+            table = pq.read_table(f)
     except Exception as err:  # pyarrow raises several error types for corrupt files
         raise DataError(f"{path}: cannot read Parquet: {err}") from None
     for i, row in enumerate(table.to_pylist()):
@@ -66,7 +70,7 @@ def _drop_nulls(value: Any) -> Any:
     return value
 
 
-def _csv_objects(path: Path) -> Iterator[tuple[str, Any]]:
+def _csv_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
     """CSV with a header; label dimensions may be columns; empty cells are missing values."""
     import csv
     import io
@@ -96,10 +100,15 @@ def _csv_objects(path: Path) -> Iterator[tuple[str, Any]]:
 
 
 def iter_objects(path: str | Path) -> Iterator[tuple[str, Any]]:
-    """(location, decoded object or DataError) for every record of a JSONL or Parquet file."""
-    path = Path(path)
-    if not path.is_file():
+    """(location, decoded object or DataError) for every record of a JSONL, CSV or Parquet file, local or
+    in a bucket (``gs://``; :mod:`omnidistill.storage`)."""
+    try:
+        found = is_file(path)
+    except StorageError as err:
+        raise DataError(str(err)) from None
+    if not found:
         raise DataError(f"{path}: file not found")
+    path = input_path(path)
     if path.suffix == ".parquet":
         return _parquet_objects(path)
     if path.suffix in (".jsonl", ".json", ".ndjson"):
