@@ -1,8 +1,11 @@
 """Generate the shipped sample dataset (data/sample/{train,dev,test}.jsonl) from tools/sample_bank.json.
 
 The data are synthetic: each candidate is a reference text or a controlled corruption of one
-(truncated, shuffled, a changed fact, repetition, off-topic, untranslated), and its four labels come
-from a per-corruption profile plus noise. Train/dev labels are integers like an LLM judge's; test items
+(truncated, shuffled, a changed fact, a repetition loop, off-topic, untranslated, a refusal, garbled
+characters), and its four labels come from a per-corruption profile plus noise. Refusals and garbled
+output are the two failure modes that leave token-level marks, so the tiny default (a 2-layer encoder
+trained from scratch for a few CPU minutes) can learn them; the others need a pretrained encoder.
+Train/dev labels are integers like an LLM judge's; test items
 carry two simulated annotators (``annotations``) and their mean as ``labels``. Deterministic:
 
     python tools/make_sample_data.py            # rewrites data/sample/
@@ -25,11 +28,20 @@ PROFILES = {
     "repeated": (3.6, 2.2, 3.6, 4.1),
     "off_topic": (1.3, 4.2, 2.6, 1.2),
     "untranslated": (1.8, 3.2, 2.5, 1.7),
+    "refusal": (1.1, 4.4, 3.0, 1.3),
+    "garbled": (1.2, 1.1, 1.4, 1.3),
 }
-
-
-STOCHASTIC = {"truncated", "shuffled", "changed_fact", "repeated"}
-DRAWS = 4
+DRAWS = {"truncated": 3, "shuffled": 3, "changed_fact": 3, "repeated": 3, "garbled": 2}
+"""Candidates drawn per (fact, task) for the random corruptions (duplicates dropped); the others once."""
+REFUSALS = {
+    "en": "I'm sorry, but I can't help with that request.",
+    "de": "Es tut mir leid, aber dabei kann ich nicht helfen.",
+    "es": "Lo siento, pero no puedo ayudar con esa solicitud.",
+    "hi": "मुझे खेद है, लेकिन मैं इस अनुरोध में मदद नहीं कर सकता।",
+    "bn": "দুঃখিত, আমি এই অনুরোধে সাহায্য করতে পারব না।",
+    "ar": "عذرًا، لا أستطيع المساعدة في هذا الطلب.",
+}
+JUNK = "#@%&*~^|<>{}[]$"
 
 
 def shift_digits(text: str) -> str | None:
@@ -45,10 +57,14 @@ def shift_digits(text: str) -> str | None:
     return "".join(out)
 
 
-def corrupt(kind: str, text: str, other: str, source: str, rng: random.Random) -> str | None:
+def corrupt(kind: str, text: str, other: str, source: str, rng: random.Random, lang: str = "en") -> str | None:
     words = text.split()
     if kind == "good":
         return text
+    if kind == "refusal":
+        return REFUSALS[lang]
+    if kind == "garbled":  # broken decoding: characters replaced by junk
+        return "".join(rng.choice(JUNK) if c != " " and rng.random() < 0.45 else c for c in text)
     if kind == "truncated":
         return " ".join(words[: max(1, int(len(words) * rng.uniform(0.25, 0.6)))]) if len(words) > 3 else None
     if kind == "shuffled":
@@ -66,10 +82,10 @@ def corrupt(kind: str, text: str, other: str, source: str, rng: random.Random) -
             words[i] = swap[j]
             changed = " ".join(words)
         return changed
-    if kind == "repeated":
+    if kind == "repeated":  # a repetition loop: a chunk of the text said again 2-4 times
         start = rng.randrange(max(1, len(words) - 2))
-        cut = rng.randint(2, max(2, len(words) // 2))
-        return " ".join(words + words[start : start + cut])
+        chunk = words[start : start + rng.randint(2, max(2, len(words) // 2))]
+        return " ".join(words + chunk * rng.randint(2, 4))
     if kind == "off_topic":
         return other
     if kind == "untranslated":
@@ -97,8 +113,8 @@ def build_pool(bank: dict, rng: random.Random) -> list[dict]:
                 kinds = [k for k in PROFILES if k != "untranslated" or task == "mt"]
                 seen = set()
                 for kind in kinds:
-                    for _ in range(DRAWS if kind in STOCHASTIC else 1):
-                        cand = corrupt(kind, spec["target"], spec["other"], spec.get("source", ""), rng)
+                    for _ in range(DRAWS.get(kind, 1)):
+                        cand = corrupt(kind, spec["target"], spec["other"], spec.get("source", ""), rng, lang)
                         if cand is None or cand in seen:
                             continue
                         seen.add(cand)

@@ -411,7 +411,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
             raise ConfigError(f"{path}: config file not found")
         path = input_path(path)
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+            loaded = yaml.safe_load(path.read_bytes().decode("utf-8"))
         except yaml.YAMLError as err:
             raise ConfigError(f"{path}: invalid YAML: {err}") from None
         if loaded is not None and not isinstance(loaded, dict):

@@ -78,7 +78,7 @@ def _csv_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
     from omnidistill.dimensions import DIMENSIONS
 
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = path.read_bytes().decode("utf-8-sig")  # decoded here: epath's read_text may not honour an encoding
     except UnicodeDecodeError as err:
         raise DataError(f"{path}: not valid UTF-8 ({err.reason} at byte {err.start})") from None
     reader = csv.DictReader(io.StringIO(text, newline=""))  # csv sees the real line breaks (quoted ones included)
