@@ -20,13 +20,7 @@ from flax import nnx
 from omnidistill.models.gemma3.config import Gemma3Config
 from omnidistill.models.layers import AttentionKernel, activation, attention, attention_kernel, call_layer, encoder_mask, token_positions
 from omnidistill.models.modernbert.modeling import apply_rope, rope_tables
-from omnidistill.models.qwen3.modeling import Qwen3Pooler, causal_mask
-
-_INIT = nnx.initializers.normal(0.02)
-
-
-def _dense(n_in: int, n_out: int, bias: bool, dtype, rngs: nnx.Rngs) -> nnx.Linear:
-    return nnx.Linear(n_in, n_out, use_bias=bias, dtype=dtype, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs)
+from omnidistill.models.qwen3.modeling import INIT, Qwen3Pooler, causal_mask, dense
 
 
 class GemmaRMSNorm(nnx.Module):
@@ -47,10 +41,10 @@ class Gemma3Attention(nnx.Module):
         self.cfg = cfg
         self.layer_type = cfg.layer_types[layer]
         h, d = cfg.hidden_size, cfg.head_dim
-        self.q_proj = _dense(h, cfg.num_attention_heads * d, cfg.attention_bias, dtype, rngs)
-        self.k_proj = _dense(h, cfg.num_key_value_heads * d, cfg.attention_bias, dtype, rngs)
-        self.v_proj = _dense(h, cfg.num_key_value_heads * d, cfg.attention_bias, dtype, rngs)
-        self.o_proj = _dense(cfg.num_attention_heads * d, h, cfg.attention_bias, dtype, rngs)
+        self.q_proj = dense(h, cfg.num_attention_heads * d, cfg.attention_bias, dtype, rngs)
+        self.k_proj = dense(h, cfg.num_key_value_heads * d, cfg.attention_bias, dtype, rngs)
+        self.v_proj = dense(h, cfg.num_key_value_heads * d, cfg.attention_bias, dtype, rngs)
+        self.o_proj = dense(cfg.num_attention_heads * d, h, cfg.attention_bias, dtype, rngs)
         self.q_norm = GemmaRMSNorm(d, cfg.rms_norm_eps)
         self.k_norm = GemmaRMSNorm(d, cfg.rms_norm_eps)
         self.attention_impl = attention_impl
@@ -77,9 +71,9 @@ class Gemma3Layer(nnx.Module):
         self.post_attention_norm = GemmaRMSNorm(h, eps)
         self.pre_feedforward_norm = GemmaRMSNorm(h, eps)
         self.post_feedforward_norm = GemmaRMSNorm(h, eps)
-        self.gate_proj = _dense(h, cfg.intermediate_size, False, dtype, rngs)
-        self.up_proj = _dense(h, cfg.intermediate_size, False, dtype, rngs)
-        self.down_proj = _dense(cfg.intermediate_size, h, False, dtype, rngs)
+        self.gate_proj = dense(h, cfg.intermediate_size, False, dtype, rngs)
+        self.up_proj = dense(h, cfg.intermediate_size, False, dtype, rngs)
+        self.down_proj = dense(cfg.intermediate_size, h, False, dtype, rngs)
         self.act = activation(cfg.hidden_activation)
 
     def __call__(self, x: jax.Array, mask: jax.Array, rope: dict[str, tuple[jax.Array, jax.Array]]) -> jax.Array:
@@ -96,7 +90,7 @@ class Gemma3Encoder(nnx.Module):
         self.remat = remat
         self.dtype = dtype
         kernel = attention_kernel(attention_impl, remat)
-        self.embed_tokens = nnx.Embed(cfg.vocab_size, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=_INIT, rngs=rngs)
+        self.embed_tokens = nnx.Embed(cfg.vocab_size, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=INIT, rngs=rngs)
         self.layers = nnx.List([Gemma3Layer(cfg, i, dtype, kernel, rngs) for i in range(cfg.num_hidden_layers)])
         self.final_norm = GemmaRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 

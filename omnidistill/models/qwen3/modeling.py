@@ -16,11 +16,12 @@ from omnidistill.models.layers import AttentionKernel, activation, attention, at
 from omnidistill.models.modernbert.modeling import apply_rope, rope_tables
 from omnidistill.models.qwen3.config import Qwen3Config
 
-_INIT = nnx.initializers.normal(0.02)
+INIT = nnx.initializers.normal(0.02)
 
 
-def _dense(n_in: int, n_out: int, bias: bool, dtype, rngs: nnx.Rngs) -> nnx.Linear:
-    return nnx.Linear(n_in, n_out, use_bias=bias, dtype=dtype, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs)
+def dense(n_in: int, n_out: int, bias: bool, dtype, rngs: nnx.Rngs) -> nnx.Linear:
+    """A linear layer with float32 parameters computing in ``dtype`` (the decoders' projections)."""
+    return nnx.Linear(n_in, n_out, use_bias=bias, dtype=dtype, param_dtype=jnp.float32, kernel_init=INIT, rngs=rngs)
 
 
 class RMSNorm(nnx.Module):
@@ -45,10 +46,10 @@ class Qwen3Attention(nnx.Module):
     def __init__(self, cfg: Qwen3Config, dtype, attention_impl: AttentionKernel, rngs: nnx.Rngs):
         self.cfg = cfg
         h, d = cfg.hidden_size, cfg.head_dim
-        self.q_proj = _dense(h, cfg.num_attention_heads * d, cfg.qkv_bias, dtype, rngs)
-        self.k_proj = _dense(h, cfg.num_key_value_heads * d, cfg.qkv_bias, dtype, rngs)
-        self.v_proj = _dense(h, cfg.num_key_value_heads * d, cfg.qkv_bias, dtype, rngs)
-        self.o_proj = _dense(cfg.num_attention_heads * d, h, cfg.output_bias, dtype, rngs)
+        self.q_proj = dense(h, cfg.num_attention_heads * d, cfg.qkv_bias, dtype, rngs)
+        self.k_proj = dense(h, cfg.num_key_value_heads * d, cfg.qkv_bias, dtype, rngs)
+        self.v_proj = dense(h, cfg.num_key_value_heads * d, cfg.qkv_bias, dtype, rngs)
+        self.o_proj = dense(cfg.num_attention_heads * d, h, cfg.output_bias, dtype, rngs)
         self.q_norm = RMSNorm(d, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(d, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.attention_impl = attention_impl
@@ -71,9 +72,9 @@ class Qwen3Layer(nnx.Module):
         self.input_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.attention = Qwen3Attention(cfg, dtype, attention_impl, rngs)
         self.post_attention_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.gate_proj = _dense(cfg.hidden_size, cfg.intermediate_size, False, dtype, rngs)
-        self.up_proj = _dense(cfg.hidden_size, cfg.intermediate_size, False, dtype, rngs)
-        self.down_proj = _dense(cfg.intermediate_size, cfg.hidden_size, False, dtype, rngs)
+        self.gate_proj = dense(cfg.hidden_size, cfg.intermediate_size, False, dtype, rngs)
+        self.up_proj = dense(cfg.hidden_size, cfg.intermediate_size, False, dtype, rngs)
+        self.down_proj = dense(cfg.intermediate_size, cfg.hidden_size, False, dtype, rngs)
         self.act = activation(cfg.hidden_act)
 
     def __call__(self, x: jax.Array, mask: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
@@ -90,7 +91,7 @@ class Qwen3Encoder(nnx.Module):
         self.remat = remat
         self.dtype = dtype
         kernel = attention_kernel(attention_impl, remat)
-        self.embed_tokens = nnx.Embed(cfg.vocab_size, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=_INIT, rngs=rngs)
+        self.embed_tokens = nnx.Embed(cfg.vocab_size, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=INIT, rngs=rngs)
         self.layers = nnx.List([Qwen3Layer(cfg, dtype, kernel, rngs) for _ in range(cfg.num_hidden_layers)])
         self.final_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
