@@ -1,4 +1,5 @@
-"""Command line: ``omnidistill train | eval | score | label | sweep | export | import | tfds-build``. A thin layer over the library."""
+"""Command line: ``omnidistill train | prepare | eval | score | label | sweep | export | import | tfds-build``. A thin layer
+over the library."""
 
 from __future__ import annotations
 
@@ -21,6 +22,17 @@ def _train(args: argparse.Namespace) -> int:
         print(f"preempted at step {summary['steps']}: checkpoint saved in {summary['run_dir']}; continue with --resume")
         return 0
     print(f"done: {summary['steps']} steps, best dev MAE {summary['best_dev_mae']}, checkpoints in {summary['run_dir']}")
+    return 0
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    from omnidistill.config import load_config
+    from omnidistill.train.prepare import prepare_caches
+
+    cfg = load_config(args.config, args.overrides)
+    for row in prepare_caches(cfg):
+        state = "built" if row["built"] else "reused"
+        print(f"{row['split']}: {row['examples']} examples, {row['tokens']} tokens, {state} in {row['seconds']} s: {row['folder']}")
     return 0
 
 
@@ -161,6 +173,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. optim.lr=3e-5 mesh.data=8")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in train.output_dir")
     p.set_defaults(func=_train)
+
+    p = sub.add_parser(
+        "prepare",
+        help="tokenize a config's splits once into data.token_cache (training then reads the tokens from there)",
+    )
+    p.add_argument("config", help="YAML config file, e.g. configs/tiny.yaml")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. data.token_cache=.cache/tokens")
+    p.set_defaults(func=_prepare)
 
     p = sub.add_parser("eval", help="evaluate a run on labelled data; writes JSON + Markdown reports")
     p.add_argument("run_dir", help="run directory written by `omnidistill train` (train.output_dir)")

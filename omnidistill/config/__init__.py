@@ -124,6 +124,10 @@ class DataConfig:
     workers: int = 0
     """grain worker processes that tokenize (and pack) ahead of the train step; 0 runs in-process.
     The batch order depends on this value: resume with the same one."""
+    token_cache: str = ""
+    """Folder of token caches (``omnidistill prepare``): training tokenizes each split once into
+    ``<folder>/<split>-<fingerprint>/`` and reads the tokens from there in every epoch and run
+    (empty: tokenize on the fly). A change to the data, tokenizer or input settings makes a new cache."""
     pack_length: int = 0
     """Pack several examples into rows of this many tokens (0: one example per row, bucketed padding).
     Attention stays within each example and each is pooled on its own; ``train.batch_size`` then

@@ -17,6 +17,7 @@ import grain
 import numpy as np
 
 from omnidistill.data.schema import Record
+from omnidistill.data.token_cache import TokenCache
 from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.dimensions import NUM_DIMENSIONS
 
@@ -70,24 +71,26 @@ def _with_record_index(count: int, index: int, record: Record) -> tuple[int, Rec
     return index % count, record
 
 
-def _indexed_records(records: Sequence[Record]) -> grain.MapDataset:
-    """(record index, record) pairs; keeps lazy sources lazy."""
+def _indexed_records(records: Sequence[Record] | TokenCache) -> grain.MapDataset:
+    """(record index, record or cached example) pairs; keeps lazy sources lazy."""
     return grain.MapDataset.source(records).map_with_index(partial(_with_record_index, len(records)))
 
 
 class _Encode(grain.transforms.Map):
+    """A record tokenized now, or an example read from the token cache, with its record index."""
+
     def __init__(self, encoder: RecordEncoder):
         self.encoder = encoder
 
-    def map(self, item: tuple[int, Record]) -> dict[str, np.ndarray]:
+    def map(self, item: tuple[int, Record | dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         index, record = item
-        out = self.encoder(record)
+        out = dict(record) if isinstance(record, dict) else self.encoder(record)
         out["index"] = np.int32(index)
         return out
 
 
 def train_dataset(
-    records: Sequence[Record],
+    records: Sequence[Record] | TokenCache,
     encoder: RecordEncoder,
     *,
     global_batch: int,
@@ -97,7 +100,8 @@ def train_dataset(
     process_count: int = 1,
 ) -> grain.MapDataset:
     """Endless training batches; each epoch is a fresh permutation and sees every record once
-    (a batch may straddle two epochs). Batch ``i`` depends only on ``seed`` and ``i``."""
+    (a batch may straddle two epochs). Batch ``i`` depends only on ``seed`` and ``i``. ``records``
+    may be the split's :class:`TokenCache`: the batches are the same, without tokenizing."""
     if len(records) < global_batch:
         raise ValueError(f"{len(records)} training records are fewer than one batch of {global_batch}")
     ds = _indexed_records(records).shuffle(seed=seed).repeat(None)
@@ -173,7 +177,7 @@ def packed_row(packed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def packed_train_dataset(
-    records: Sequence[Record],
+    records: Sequence[Record] | TokenCache,
     encoder: RecordEncoder,
     *,
     global_batch: int,

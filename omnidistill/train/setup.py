@@ -74,7 +74,13 @@ def steps_per_epoch(cfg: Config, records: list, encoder: RecordEncoder) -> int:
 
 
 def training_batches(cfg: Config, records: list, encoder: RecordEncoder) -> Any:
-    """The endless, resumable iterator of this process's training batches (plain or packed)."""
+    """The endless, resumable iterator of this process's training batches (plain or packed), read
+    from the split's token cache when ``data.token_cache`` names a folder."""
+    if cfg.data.token_cache:
+        from omnidistill.data.token_cache import cached_examples
+
+        records, built = cached_examples(records, encoder, cfg.data.token_cache, split="train", progress=jax.process_index() == 0)
+        log.info("train tokens %s %s", "cached in" if built else "read from", records.directory)
     read = grain.ReadOptions(num_threads=cfg.data.read_threads, prefetch_buffer_size=cfg.data.prefetch_buffer)
     where = dict(process_index=jax.process_index(), process_count=jax.process_count())
     if cfg.data.pack_length > 0:

@@ -1,0 +1,114 @@
+"""Token cache: the cached examples are the encoder's, batches from the cache equal batches tokenized on
+the fly (bucketed and packed), a changed input makes a new cache, an interrupted build leaves nothing
+that is read, and training from the cache gives the same losses."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from itertools import islice
+
+import numpy as np
+import pytest
+from transformers import AutoTokenizer
+
+from omnidistill.cli import main
+from omnidistill.data import token_cache
+from omnidistill.data.pipeline import PackSpec, packed_train_dataset, train_dataset
+from omnidistill.data.sources import read_records
+from omnidistill.data.token_cache import TokenCache, cached_examples
+from omnidistill.data.tokenize import RecordEncoder
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_tokenizer_dir):
+    return RecordEncoder(AutoTokenizer.from_pretrained(tiny_tokenizer_dir), max_length=96)
+
+
+@pytest.fixture(scope="module")
+def records(sample_dir):
+    return read_records(sample_dir / "train.jsonl")[0]
+
+
+def assert_same_batches(a, b):
+    for x, y in zip(a, b, strict=True):
+        assert x.keys() == y.keys()
+        for key in x:
+            np.testing.assert_array_equal(x[key], y[key], err_msg=key)
+
+
+def test_every_cached_example_is_the_encoders(tmp_path, encoder, records):
+    cache, built = cached_examples(records, encoder, tmp_path, split="train")
+    assert built and len(cache) == len(records)
+    lengths = []
+    for i, record in enumerate(records):
+        want = encoder(record)
+        got = cache[i]
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key], err_msg=f"{record.id}: {key}")
+        lengths.append(len(want["input_ids"]))
+    assert cache.lengths.tolist() == lengths  # what a packer or bucketer can read without the tokens
+    assert isinstance(cache.tokens, np.memmap)  # read from disk, not held as Python objects
+
+
+def test_batches_from_the_cache_equal_batches_tokenized_on_the_fly(tmp_path, encoder, records):
+    cache, _ = cached_examples(records, encoder, tmp_path)
+    kwargs = dict(global_batch=8, seed=5, buckets=[32, 64, 96])
+    assert_same_batches(
+        islice(iter(train_dataset(records, encoder, **kwargs).to_iter_dataset()), 40),
+        islice(iter(train_dataset(cache, encoder, **kwargs).to_iter_dataset()), 40),
+    )
+    pack = dict(global_batch=4, seed=5, pack=PackSpec(length=192, max_segments=8, bins=8))
+    assert_same_batches(
+        islice(iter(packed_train_dataset(records, encoder, **pack)), 15), islice(iter(packed_train_dataset(cache, encoder, **pack)), 15)
+    )
+
+
+def test_a_changed_input_makes_a_new_cache_and_the_same_input_reuses_it(tmp_path, encoder, records):
+    first, built = cached_examples(records, encoder, tmp_path, split="train")
+    again, rebuilt = cached_examples(records, encoder, tmp_path, split="train")
+    assert built and not rebuilt and again.directory == first.directory
+    shorter = RecordEncoder(encoder.tokenizer, max_length=64)
+    relabelled = [dataclasses.replace(records[0], labels=(1.0, 1.0, 1.0, 1.0)), *records[1:]]
+    right = RecordEncoder(encoder.tokenizer, max_length=96, truncation="right")
+    folders = {first.directory}
+    for recs, enc in ((records, shorter), (relabelled, encoder), (records, right)):
+        cache, built = cached_examples(recs, enc, tmp_path, split="train")
+        assert built and cache.directory not in folders
+        folders.add(cache.directory)
+    assert cached_examples(relabelled, encoder, tmp_path, split="train")[0].labels[0].tolist() == [1.0] * 4
+
+
+def test_an_interrupted_build_leaves_no_cache(tmp_path, encoder, records, monkeypatch):
+    real_save = np.save
+    calls = []
+
+    def failing_save(path, array):
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError("disk full")
+        real_save(path, array)
+
+    monkeypatch.setattr(token_cache.np, "save", failing_save)
+    with pytest.raises(OSError, match="disk full"):
+        cached_examples(records[:50], encoder, tmp_path, split="train")
+    assert list(tmp_path.iterdir()) == []  # no finished folder, no staging folder
+    monkeypatch.setattr(token_cache.np, "save", real_save)
+    cache, built = cached_examples(records[:50], encoder, tmp_path, split="train")
+    assert built and len(TokenCache.open(cache.directory)) == 50
+
+
+def test_prepare_then_train_reads_the_cache_and_trains_identically(tmp_path, repo_root, monkeypatch):
+    monkeypatch.chdir(repo_root)
+    common = ["train.max_steps=6", "train.eval_every_steps=6", "train.log_every_steps=1", "mesh.data=2", "mesh.fsdp=4"]
+    assert main(["prepare", "configs/tiny.yaml", f"data.token_cache={tmp_path / 'tc'}"]) == 0
+    folders = sorted(p.name.split("-")[0] for p in (tmp_path / "tc").iterdir())
+    assert folders == ["dev", "test", "train"]
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "tc").rglob("*.npy")}
+    runs = {}
+    for name, extra in (("cached", [f"data.token_cache={tmp_path / 'tc'}"]), ("plain", [])):
+        assert main(["train", "configs/tiny.yaml", f"train.output_dir={tmp_path / name}", *common, *extra]) == 0
+        log = [json.loads(line) for line in (tmp_path / name / "train_log.jsonl").read_text().splitlines()]
+        runs[name] = [(r["step"], r["loss"]) for r in log if "loss" in r]
+    assert runs["cached"] == runs["plain"] and len(runs["plain"]) == 6
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "tc").rglob("*.npy")} == before  # reused, not rebuilt
