@@ -2,6 +2,8 @@
 
 Every process builds the same global batch order from the same seed and keeps only its own rows, so
 padding lengths agree across processes and the global batch is identical for any process count.
+From a token cache (:mod:`omnidistill.data.token_cache`), bucketed batches read only the process's
+own rows: the padded length comes from the cached lengths of the whole global batch.
 
 Packed training rows (``data.pack_length > 0``) hold several examples each, placed by first-fit
 packing; a row carries ``segment_ids`` (1..K per example, 0 = padding) and K example slots of labels.
@@ -104,12 +106,41 @@ def train_dataset(
     may be the split's :class:`TokenCache`: the batches are the same, without tokenizing."""
     if len(records) < global_batch:
         raise ValueError(f"{len(records)} training records are fewer than one batch of {global_batch}")
+    if isinstance(records, TokenCache):
+        return _cached_train_dataset(records, encoder.pad_id, global_batch, seed, buckets, process_index, process_count)
     ds = _indexed_records(records).shuffle(seed=seed).repeat(None)
     ds = ds.map(_Encode(encoder))
     ds = ds.batch(
         global_batch, drop_remainder=True, batch_fn=partial(collate, pad_id=encoder.pad_id, buckets=tuple(buckets), batch_size=global_batch)
     )
     return ds.map(partial(process_slice, process_index=process_index, process_count=process_count))
+
+
+class _OwnRows(grain.transforms.Map):
+    """A global batch of record indices -> this process's rows only, padded to the bucket of the whole
+    global batch (decided from the cached lengths, which every process reads without tokens)."""
+
+    def __init__(self, cache: TokenCache, pad_id: int, buckets: Sequence[int], global_batch: int, process_index: int, process_count: int):
+        if global_batch % process_count:
+            raise ValueError(f"global batch of {global_batch} rows does not split over {process_count} processes")
+        self.cache, self.pad_id, self.buckets = cache, pad_id, tuple(buckets)
+        self.lengths = np.asarray(cache.lengths, np.int32)  # 4 bytes per example, read once
+        self.per = global_batch // process_count
+        self.first = process_index * self.per
+
+    def map(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        seq = bucket_length(int(self.lengths[indices].max()), self.buckets)
+        own = [{**self.cache[int(i)], "index": np.int32(i)} for i in indices[self.first : self.first + self.per]]
+        return collate(own, pad_id=self.pad_id, buckets=(seq,), batch_size=self.per)
+
+
+def _cached_train_dataset(
+    cache: TokenCache, pad_id: int, global_batch: int, seed: int, buckets: Sequence[int], process_index: int, process_count: int
+) -> grain.MapDataset:
+    """:func:`train_dataset` over a token cache: the same permutation and global batches, but each
+    process reads and collates only its own rows (per-process input cost independent of the process count)."""
+    indices = grain.MapDataset.source(range(len(cache))).shuffle(seed=seed).repeat(None).batch(global_batch, drop_remainder=True)
+    return indices.map(_OwnRows(cache, pad_id, buckets, global_batch, process_index, process_count))
 
 
 def eval_dataset(

@@ -112,3 +112,30 @@ def test_prepare_then_train_reads_the_cache_and_trains_identically(tmp_path, rep
         runs[name] = [(r["step"], r["loss"]) for r in log if "loss" in r]
     assert runs["cached"] == runs["plain"] and len(runs["plain"]) == 6
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "tc").rglob("*.npy")} == before  # reused, not rebuilt
+
+
+def test_each_process_reads_only_its_rows_and_the_global_batch_is_unchanged(tmp_path, encoder, records):
+    cache, _ = cached_examples(records, encoder, tmp_path)
+    reads = []
+
+    class CountingCache(TokenCache):
+        def __getitem__(self, i):
+            reads.append(i)
+            return super().__getitem__(i)
+
+    counting = CountingCache(cache.tokens, cache.offsets, cache.labels, cache.label_mask)
+    kwargs = dict(global_batch=8, seed=2, buckets=[32, 64, 96])
+    steps = 12
+    whole_ds = train_dataset(records, encoder, **kwargs)
+    whole = [whole_ds[i] for i in range(steps)]  # random access: no read-ahead to count
+    for count in (2, 4):
+        parts = []
+        for index in range(count):
+            reads.clear()
+            ds = train_dataset(counting, encoder, **kwargs, process_index=index, process_count=count)
+            parts.append([ds[i] for i in range(steps)])
+            assert len(reads) == steps * 8 // count  # its own rows, not the global batch
+        for step in range(steps):
+            for key in whole[step]:
+                joined = np.concatenate([part[step][key] for part in parts])
+                np.testing.assert_array_equal(joined, whole[step][key], err_msg=f"{count} processes, step {step}: {key}")
