@@ -28,6 +28,7 @@ def test_bench_train_every_family(repo_root):
         "ettin-32m-like",
         "xlm-r-base",
         "qwen3-0.6b",
+        "embeddinggemma-300m",
     }
     assert all("error" not in r and r["train_tok_s"] > 0 and {"step_ms", "mfu_vs_989", "params_M"} <= set(r) for r in cases)
 
@@ -95,3 +96,15 @@ def test_bench_case_from_a_config_file(repo_root):
     rows = run(repo_root, "bench_score.py", "--case", "configs/tiny.yaml", "--batch", "4", "--seq", "32")
     cases = [r for r in rows if "model" in r]
     assert [r["model"] for r in cases] == ["tiny"] and "error" not in cases[0] and cases[0]["infer_ex_s"] > 0
+
+
+def test_bench_pipeline_compares_the_cache_with_tokenizing_on_the_fly(repo_root, tmp_path):
+    args = ["--records", "300", "--batches", "4", "--packed-batches", "2", "--pack-length", "256", "--cache-dir", str(tmp_path)]
+    done = subprocess.run(
+        [sys.executable, str(repo_root / "tools" / "bench_pipeline.py"), *args], capture_output=True, text=True, timeout=300, cwd=repo_root
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {r["what"]: r for r in map(json.loads, (line for line in done.stdout.splitlines() if line.startswith("{")))}
+    for what in ("bucketed, tokenized on the fly", "bucketed, from the cache", "packed, tokenized on the fly", "packed, from the cache"):
+        assert rows[what]["tokens_per_s"] > 0
+    assert "prepare (tokenize into the cache)" in rows and len(list(tmp_path.iterdir())) == 1

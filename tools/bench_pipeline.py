@@ -1,0 +1,102 @@
+"""Input-pipeline throughput on one process: tokenizing on the fly against reading the token cache.
+
+The shipped sample is replicated to ``--records`` examples (the paper's 564k training set by default).
+Prints one JSON line per measurement and a Markdown table:
+
+    python tools/bench_pipeline.py                      # 564k records, configs/tiny.yaml's tokenizer and buckets
+    python tools/bench_pipeline.py --records 100000 --batches 500
+
+Figures are host-side only (no model): real (non-padding) tokens per second and examples per second
+of the batches a training process receives, the time ``omnidistill prepare`` takes for the split,
+and the peak resident memory of the process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import resource
+import tempfile
+import time
+from itertools import islice
+from pathlib import Path
+
+import grain
+
+from omnidistill.config import load_config
+from omnidistill.data.pipeline import PackSpec, packed_train_dataset, train_dataset
+from omnidistill.data.sources import read_records
+from omnidistill.data.token_cache import cached_examples
+from omnidistill.data.tokenize import RecordEncoder
+from omnidistill.train.prepare import run_tokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def replicate(records: list, n: int) -> list:
+    """``n`` records cycling through ``records``, each with its own id (and so its own cache entry)."""
+    return [dataclasses.replace(records[i % len(records)], id=f"r{i}") for i in range(n)]
+
+
+def throughput(batches, count: int) -> dict[str, float]:
+    """Examples/s and real tokens/s over ``count`` batches, after one warm-up batch."""
+    it = iter(batches)
+    next(it)
+    examples = tokens = 0
+    start = time.perf_counter()
+    for batch in islice(it, count):
+        examples += int(batch["example_mask"].sum())
+        tokens += int(batch["attention_mask"].sum())
+    seconds = time.perf_counter() - start
+    return {"examples_per_s": round(examples / seconds), "tokens_per_s": round(tokens / seconds), "seconds": round(seconds, 2)}
+
+
+def peak_rss_gb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default=str(ROOT / "configs" / "tiny.yaml"))
+    parser.add_argument("--records", type=int, default=564_000)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--batches", type=int, default=2000, help="batches timed per bucketed measurement")
+    parser.add_argument("--packed-batches", type=int, default=300)
+    parser.add_argument("--pack-length", type=int, default=512)
+    parser.add_argument("--cache-dir", default=None, help="token cache folder (default: a temporary one)")
+    args = parser.parse_args()
+
+    cfg = load_config(args.config, [f"data.max_length={min(512, args.pack_length)}"])
+    encoder = RecordEncoder.from_config(run_tokenizer(cfg), cfg.data)
+    start = time.perf_counter()
+    records = replicate(read_records(ROOT / "data" / "sample" / "train.jsonl")[0], args.records)
+    rows = [{"what": "records in memory", "seconds": round(time.perf_counter() - start, 2), "peak_rss_gb": peak_rss_gb()}]
+
+    cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="od-bench-cache-")
+    start = time.perf_counter()
+    cache, built = cached_examples(records, encoder, cache_dir, split="train", progress=True)
+    what = "prepare (tokenize into the cache)" if built else "prepare (cache reused)"
+    rows.append({"what": what, "seconds": round(time.perf_counter() - start, 2)})
+
+    read = grain.ReadOptions(num_threads=cfg.data.read_threads, prefetch_buffer_size=cfg.data.prefetch_buffer)
+    bucketed = dict(global_batch=args.batch, seed=0, buckets=cfg.data.length_buckets)
+    for label, source in (("bucketed, tokenized on the fly", records), ("bucketed, from the cache", cache)):
+        ds = train_dataset(source, encoder, **bucketed).to_iter_dataset(read)
+        rows.append({"what": label, **throughput(ds, args.batches)})
+    pack = dict(global_batch=args.batch, seed=0, pack=PackSpec(args.pack_length, cfg.data.pack_max_segments, cfg.data.pack_bins))
+    for label, source in (("packed, tokenized on the fly", records), ("packed, from the cache", cache)):
+        rows.append({"what": label, **throughput(packed_train_dataset(source, encoder, **pack, read_options=read), args.packed_batches)})
+    rows.append({"what": "peak resident memory", "peak_rss_gb": peak_rss_gb()})
+
+    for row in rows:
+        print(json.dumps(row))
+    print(f"\n{args.records} records, batch {args.batch}, {cfg.data.read_threads} read threads\n")
+    print("| what | examples/s | real tokens/s | seconds | peak RSS (GB) |\n|---|---:|---:|---:|---:|")
+    for row in rows:
+        cells = [row.get("examples_per_s", ""), row.get("tokens_per_s", ""), row.get("seconds", ""), row.get("peak_rss_gb", "")]
+        print(f"| {row['what']} | " + " | ".join(f"{c:,}" if isinstance(c, int) else str(c) for c in cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
