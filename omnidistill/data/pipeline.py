@@ -222,7 +222,9 @@ def packed_train_dataset(
     first-fit packed into ``pack.length``-token rows of at most ``pack.max_segments`` examples.
 
     Deterministic from ``seed``, and resumable from its iterator state (grain checkpoints the packer).
-    Rows of one packing round may mix the end of one epoch with the start of the next.
+    Rows of one packing round may mix the end of one epoch with the start of the next. From a token
+    cache, rows are planned from the cached lengths instead (:mod:`omnidistill.data.packing`: first-fit
+    within windows of ``bins * max_segments`` examples of each epoch) and each process builds only its own.
     """
     if encoder.max_length > pack.length:
         raise ValueError(f"data.pack_length={pack.length} is shorter than data.max_length={encoder.max_length}")
@@ -230,6 +232,22 @@ def packed_train_dataset(
         raise ValueError(f"data.pack_max_segments={pack.max_segments} and data.pack_bins={pack.bins} must be at least 1")
     if len(records) == 0:
         raise ValueError("no training records to pack")
+    if isinstance(records, TokenCache):  # planned from the cached lengths; each process builds its own rows
+        from omnidistill.data.packing import PackedBatches
+
+        window = pack.bins * pack.max_segments
+        batches = PackedBatches(
+            records,
+            global_batch=global_batch,
+            seed=seed,
+            length=pack.length,
+            max_segments=pack.max_segments,
+            pad_id=encoder.pad_id,
+            window=window,
+            process_index=process_index,
+            process_count=process_count,
+        )
+        return batches.to_iter_dataset(read_options)
     examples = _indexed_records(records).shuffle(seed=seed).repeat(None).map(_Encode(encoder)).map(_packing_input)
     lengths = {"input_ids": pack.length, "labels": pack.max_segments, "label_mask": pack.max_segments, "index": pack.max_segments}
     padding = {"input_ids": encoder.pad_id, "labels": 0.0, "label_mask": 0.0, "index": -1}

@@ -58,10 +58,6 @@ def test_batches_from_the_cache_equal_batches_tokenized_on_the_fly(tmp_path, enc
         islice(iter(train_dataset(records, encoder, **kwargs).to_iter_dataset()), 40),
         islice(iter(train_dataset(cache, encoder, **kwargs).to_iter_dataset()), 40),
     )
-    pack = dict(global_batch=4, seed=5, pack=PackSpec(length=192, max_segments=8, bins=8))
-    assert_same_batches(
-        islice(iter(packed_train_dataset(records, encoder, **pack)), 15), islice(iter(packed_train_dataset(cache, encoder, **pack)), 15)
-    )
 
 
 def test_a_changed_input_makes_a_new_cache_and_the_same_input_reuses_it(tmp_path, encoder, records):
@@ -139,3 +135,44 @@ def test_each_process_reads_only_its_rows_and_the_global_batch_is_unchanged(tmp_
             for key in whole[step]:
                 joined = np.concatenate([part[step][key] for part in parts])
                 np.testing.assert_array_equal(joined, whole[step][key], err_msg=f"{count} processes, step {step}: {key}")
+
+
+def test_packed_rows_from_the_cache_hold_each_example_of_an_epoch_once_within_limits(tmp_path, encoder, records):
+    cache, _ = cached_examples(records, encoder, tmp_path)
+    spec = PackSpec(length=192, max_segments=8, bins=4)
+    whole = packed_train_dataset(cache, encoder, global_batch=4, seed=5, pack=spec)
+    batches = list(islice(iter(whole), 300))  # about 1.5 epochs at ~2.6 examples per 192-token row
+    seen = np.concatenate([b["index"][b["index"] >= 0] for b in batches])
+    epoch_rows = next(n for n in range(1, 10_000) if len(np.unique(seen[:n])) < n) - 1  # first repeat ends epoch 0
+    assert sorted(seen[:epoch_rows].tolist()) == list(range(len(records)))  # every example once per epoch
+    for b in batches:
+        for row in range(len(b["input_ids"])):
+            slots = b["index"][row] >= 0
+            assert slots.sum() <= spec.max_segments and b["segment_ids"][row].max() == slots.sum()
+            for slot in np.flatnonzero(slots):  # each segment holds exactly that example's cached tokens
+                tokens = b["input_ids"][row][b["segment_ids"][row] == slot + 1]
+                np.testing.assert_array_equal(tokens, cache[int(b["index"][row][slot])]["input_ids"])
+                np.testing.assert_array_equal(b["labels"][row][slot], cache[int(b["index"][row][slot])]["labels"])
+    padding = 1 - sum(b["attention_mask"].sum() for b in batches) / sum(b["attention_mask"].size for b in batches)
+    assert padding < 0.1  # first-fit over a window fills rows
+
+
+def test_packed_batches_split_over_processes_and_resume_exactly(tmp_path, encoder, records):
+    cache, _ = cached_examples(records, encoder, tmp_path)
+    spec = dict(seed=1, pack=PackSpec(length=192, max_segments=8, bins=4))
+    whole = list(islice(iter(packed_train_dataset(cache, encoder, global_batch=4, **spec)), 8))
+    parts = [
+        list(islice(iter(packed_train_dataset(cache, encoder, global_batch=4, process_index=p, process_count=2, **spec)), 8))
+        for p in (0, 1)
+    ]
+    for step in range(8):
+        for key in whole[step]:
+            np.testing.assert_array_equal(np.concatenate([parts[0][step][key], parts[1][step][key]]), whole[step][key])
+    it = iter(packed_train_dataset(cache, encoder, global_batch=4, **spec))
+    for _ in range(5):
+        next(it)
+    state = it.get_state()
+    expected = [next(it) for _ in range(3)]
+    again = iter(packed_train_dataset(cache, encoder, global_batch=4, **spec))
+    again.set_state(state)
+    assert_same_batches([next(again) for _ in range(3)], expected)
