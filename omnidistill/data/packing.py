@@ -125,4 +125,3 @@ class PackedBatches(grain.MapDataset):
 
     def __str__(self) -> str:
         return f"PackedBatches(length={self.length}, max_segments={self.max_segments}, global_batch={self.global_batch})"
-
