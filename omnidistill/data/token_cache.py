@@ -32,6 +32,8 @@ from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.dimensions import NUM_DIMENSIONS
 
 FORMAT_VERSION = 1
+CHUNK = 2048
+"""Records tokenized per batched tokenizer call."""
 _ARRAYS = ("tokens", "offsets", "labels", "label_mask")
 
 
@@ -107,11 +109,15 @@ def build(records: Sequence[Record], encoder: RecordEncoder, directory: str | Pa
         labels = np.zeros((len(records), NUM_DIMENSIONS), np.float32)
         label_mask = np.zeros((len(records), NUM_DIMENSIONS), np.float32)
         chunks = []
-        for i, record in enumerate(tqdm(records, desc="tokenize", unit="ex", disable=not progress, dynamic_ncols=True)):
-            example = encoder(record)
-            chunks.append(example["input_ids"])
-            offsets[i + 1] = offsets[i] + len(example["input_ids"])
-            labels[i], label_mask[i] = example["labels"], example["label_mask"]
+        with tqdm(total=len(records), desc="tokenize", unit="ex", disable=not progress, dynamic_ncols=True) as bar:
+            for start in range(0, len(records), CHUNK):
+                part = [records[i] for i in range(start, min(start + CHUNK, len(records)))]
+                for i, (record, ids) in enumerate(zip(part, encoder.token_ids_many(part), strict=True), start=start):
+                    chunks.append(ids)
+                    offsets[i + 1] = offsets[i] + len(ids)
+                    labels[i] = [0.0 if v is None else v for v in record.labels]
+                    label_mask[i] = [v is not None for v in record.labels]
+                bar.update(len(part))
         tokens = np.concatenate(chunks).astype(np.int32) if chunks else np.zeros(0, np.int32)
         for name, array in zip(_ARRAYS, (tokens, offsets, labels, label_mask), strict=True):
             np.save(staging / f"{name}.npy", array)

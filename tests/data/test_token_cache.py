@@ -37,7 +37,11 @@ def assert_same_batches(a, b):
             np.testing.assert_array_equal(x[key], y[key], err_msg=key)
 
 
-def test_every_cached_example_is_the_encoders(tmp_path, encoder, records):
+@pytest.mark.parametrize("truncation", ["context_first", "right"])
+def test_every_cached_example_is_the_encoders(tmp_path, encoder, records, truncation):
+    """Batched tokenization (one call per chunk) gives each record's own ids, over-long ones included."""
+    encoder = RecordEncoder(encoder.tokenizer, max_length=96, truncation=truncation)
+    assert sum(len(encoder.tokenizer(encoder.text(r))["input_ids"]) > 96 for r in records) > 20  # truncation is exercised
     cache, built = cached_examples(records, encoder, tmp_path, split="train")
     assert built and len(cache) == len(records)
     lengths = []
