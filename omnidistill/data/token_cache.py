@@ -51,12 +51,8 @@ class TokenCache(Sequence):
         return len(self.offsets) - 1
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:  # type: ignore[override]
-        start, end = int(self.offsets[i]), int(self.offsets[i + 1])
-        return {
-            "input_ids": np.asarray(self.tokens[start:end], np.int32),
-            "labels": np.asarray(self.labels[i], np.float32),
-            "label_mask": np.asarray(self.label_mask[i], np.float32),
-        }
+        start, end = self.offsets[i], self.offsets[i + 1]
+        return {"input_ids": self.tokens[start:end], "labels": self.labels[i], "label_mask": self.label_mask[i]}
 
     @property
     def lengths(self) -> np.ndarray:
@@ -67,7 +63,8 @@ class TokenCache(Sequence):
     def open(cls, directory: str | Path) -> TokenCache:
         """A finished cache folder, memory-mapped."""
         directory = Path(directory)
-        arrays = {name: np.load(directory / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
+        # plain ndarray views of the memory maps: slicing them costs far less than slicing np.memmap objects
+        arrays = {name: np.load(directory / f"{name}.npy", mmap_mode="r").view(np.ndarray) for name in _ARRAYS}
         return cls(**arrays, directory=directory)
 
 

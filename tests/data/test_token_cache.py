@@ -52,7 +52,7 @@ def test_every_cached_example_is_the_encoders(tmp_path, encoder, records, trunca
             np.testing.assert_array_equal(got[key], want[key], err_msg=f"{record.id}: {key}")
         lengths.append(len(want["input_ids"]))
     assert cache.lengths.tolist() == lengths  # what a packer or bucketer can read without the tokens
-    assert isinstance(cache.tokens, np.memmap)  # read from disk, not held as Python objects
+    assert not cache.tokens.flags.owndata and not cache.tokens.flags.writeable  # a read-only view of the file's memory map
 
 
 def test_batches_from_the_cache_equal_batches_tokenized_on_the_fly(tmp_path, encoder, records):
@@ -118,12 +118,13 @@ def test_each_process_reads_only_its_rows_and_the_global_batch_is_unchanged(tmp_
     cache, _ = cached_examples(records, encoder, tmp_path)
     reads = []
 
-    class CountingCache(TokenCache):
-        def __getitem__(self, i):
-            reads.append(i)
-            return super().__getitem__(i)
+    class CountingTokens(np.ndarray):  # records every slice of the token array (one per row read)
+        def __getitem__(self, key):
+            if isinstance(key, slice):
+                reads.append(key)
+            return super().__getitem__(key)
 
-    counting = CountingCache(cache.tokens, cache.offsets, cache.labels, cache.label_mask)
+    counting = TokenCache(np.asarray(cache.tokens).view(CountingTokens), cache.offsets, cache.labels, cache.label_mask)
     kwargs = dict(global_batch=8, seed=2, buckets=[32, 64, 96])
     steps = 12
     whole_ds = train_dataset(records, encoder, **kwargs)
