@@ -73,20 +73,18 @@ def _with_record_index(count: int, index: int, record: Record) -> tuple[int, Rec
     return index % count, record
 
 
-def _indexed_records(records: Sequence[Record] | TokenCache) -> grain.MapDataset:
-    """(record index, record or cached example) pairs; keeps lazy sources lazy."""
+def _indexed_records(records: Sequence[Record]) -> grain.MapDataset:
+    """(record index, record) pairs; keeps lazy sources lazy."""
     return grain.MapDataset.source(records).map_with_index(partial(_with_record_index, len(records)))
 
 
 class _Encode(grain.transforms.Map):
-    """A record tokenized now, or an example read from the token cache, with its record index."""
-
     def __init__(self, encoder: RecordEncoder):
         self.encoder = encoder
 
-    def map(self, item: tuple[int, Record | dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    def map(self, item: tuple[int, Record]) -> dict[str, np.ndarray]:
         index, record = item
-        out = dict(record) if isinstance(record, dict) else self.encoder(record)
+        out = self.encoder(record)
         out["index"] = np.int32(index)
         return out
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from omnidistill.data.schema import Record
-from omnidistill.data.tokenize import RecordEncoder
+from omnidistill.data.tokenize import RecordEncoder, label_arrays
 from omnidistill.dimensions import NUM_DIMENSIONS
 
 FORMAT_VERSION = 1
@@ -112,8 +112,7 @@ def build(records: Sequence[Record], encoder: RecordEncoder, directory: str | Pa
                 for i, (record, ids) in enumerate(zip(part, encoder.token_ids_many(part), strict=True), start=start):
                     chunks.append(ids)
                     offsets[i + 1] = offsets[i] + len(ids)
-                    labels[i] = [0.0 if v is None else v for v in record.labels]
-                    label_mask[i] = [v is not None for v in record.labels]
+                    labels[i], label_mask[i] = label_arrays(record)
                 bar.update(len(part))
         tokens = np.concatenate(chunks).astype(np.int32) if chunks else np.zeros(0, np.int32)
         for name, array in zip(_ARRAYS, (tokens, offsets, labels, label_mask), strict=True):

@@ -121,10 +121,16 @@ class RecordEncoder:
         return ids[kept]
 
     def __call__(self, record: Record) -> dict[str, np.ndarray]:
-        labels = np.array([0.0 if v is None else v for v in record.labels], dtype=np.float32)
-        mask = np.array([v is not None for v in record.labels], dtype=np.float32)
-        assert labels.shape == (NUM_DIMENSIONS,)
+        labels, mask = label_arrays(record)
         return {"input_ids": self.token_ids(record), "labels": labels, "label_mask": mask}
+
+
+def label_arrays(record: Record) -> tuple[np.ndarray, np.ndarray]:
+    """The record's labels (0 where missing) and label mask, float32 [4] each."""
+    labels = np.array([0.0 if v is None else v for v in record.labels], dtype=np.float32)
+    mask = np.array([v is not None for v in record.labels], dtype=np.float32)
+    assert labels.shape == (NUM_DIMENSIONS,)
+    return labels, mask
 
 
 def count_truncated(
