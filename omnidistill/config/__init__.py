@@ -55,6 +55,11 @@ class ModelConfig:
     """Trade compute for activation memory in the backward pass: ``attention`` recomputes only the
     attention scores (XLA kernel; cuDNN keeps none anyway), ``dots`` rematerialises each encoder layer
     but keeps its matmul outputs, ``full`` rematerialises each layer from its input."""
+    scan_layers: bool = False
+    """Run the encoder layers under ``jax.lax.scan`` over stacked parameters: one layer body is
+    compiled instead of one per layer (much faster compiles for deep encoders), same numbers.
+    Checkpoints then hold ``encoder/layers/blocks/...`` stacks; export, ``init_from`` and eval convert
+    between the layouts. Not combinable with ``optim.layer_decay`` or rules that split a stack."""
 
 
 @dataclasses.dataclass

@@ -13,6 +13,7 @@ from flax import nnx
 
 from omnidistill.models.registry import get_family
 from omnidistill.models.regressor import Regressor
+from omnidistill.models.scan import is_scanned, stack_layers, tree_plan, unstack_layers
 from omnidistill.models.weights import hf_to_flax
 
 log = logging.getLogger(__name__)
@@ -68,9 +69,21 @@ def param_dict(model: nnx.Module) -> dict[Any, Any]:
     return nnx.state(model, nnx.Param).to_pure_dict()
 
 
+def unrolled_shapes(model: nnx.Module) -> dict[tuple[Any, ...], tuple[int, ...]]:
+    """Shape of every parameter, by its path in the unrolled layout (``encoder/layers/<n>/...``)."""
+    tree = unstack_layers(nnx.state(model, nnx.Param).to_pure_dict())
+    return {path: tuple(np.shape(leaf)) for path, leaf in nnx.traversals.flatten_mapping(tree).items()}
+
+
 def set_params(model: nnx.Module, params: dict[Any, Any]) -> None:
-    """Overwrite the model's parameters (a partial nested dict is allowed)."""
+    """Overwrite the model's parameters (a partial nested dict is allowed). ``params`` may be in either
+    layout: an unrolled tree is stacked for a model with ``model.scan_layers`` (see :mod:`omnidistill.models.scan`)."""
     state = nnx.state(model, nnx.Param)
+    current = state.to_pure_dict()
+    if is_scanned(current):
+        params = stack_layers(params, tree_plan(current))
+    elif is_scanned(params):
+        params = unstack_layers(params)
     flat_new = dict(nnx.traversals.flatten_mapping(params))
     for path, var in state.flat_state():
         if path in flat_new:
@@ -89,7 +102,7 @@ def load_hf_weights(
 ) -> list[str]:
     """Load HF tensors into ``model``; returns the HF keys of optional tensors left at random init."""
     family = get_family(model.family_name)
-    shapes = {path: tuple(var.get_value().shape) for path, var in nnx.state(model, nnx.Param).flat_state()}
+    shapes = unrolled_shapes(model)
     table = [e for e in family.weight_table(model.arch) if e.path in shapes]
     # tensors of parts this model does not have (a checkpoint's pooler under pooling: cls_raw) are not used
     unused = tuple(e.hf_key for e in family.weight_table(model.arch) if e.path not in shapes)

@@ -23,7 +23,9 @@ class Regressor(nnx.Module):
         self.arch = arch
         self.pooling_name = model_cfg.pooling
         self.head_name = model_cfg.head
-        self.encoder = family.encoder_cls(arch, dtype=dtype, attention_impl=model_cfg.attention, remat=model_cfg.remat, rngs=rngs)
+        self.encoder = family.encoder_cls(
+            arch, dtype=dtype, attention_impl=model_cfg.attention, remat=model_cfg.remat, scan=model_cfg.scan_layers, rngs=rngs
+        )
         self.pooling = lookup(POOLINGS, model_cfg.pooling, "pooling")(arch.num_hidden_layers + 1, rngs=rngs)
         self.pooler = family.pooler_cls(arch, dtype=dtype, rngs=rngs) if self.pooling.uses_family_pooler else None
         features = self.pooler.features if self.pooler is not None else arch.hidden_size

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from omnidistill.models.scan import unstack_layers
+
 Path = tuple[str | int, ...]
 
 
@@ -117,7 +119,8 @@ def hf_to_flax(
 
 
 def flax_to_hf(params: Mapping[Any, Any], table: Iterable[WeightEntry]) -> dict[str, np.ndarray]:
-    """Export Flax parameters to HF keys; every table entry must exist in ``params``."""
+    """Export Flax parameters (either layer layout) to HF keys; every table entry must exist in ``params``."""
+    params = unstack_layers(params)
     out = {}
     missing = []
     for entry in table:

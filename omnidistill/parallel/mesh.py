@@ -18,6 +18,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from omnidistill.config import MeshConfig
+from omnidistill.models.scan import is_scanned, tree_plan, unrolled_names
 
 log = logging.getLogger(__name__)
 AXES = ("data", "fsdp", "tensor")
@@ -110,12 +111,14 @@ def _fit(spec: tuple[str | None, ...], shape: tuple[int, ...], mesh: Mesh) -> P:
 
 
 def param_specs(params: Any, mesh: Mesh, rules: Sequence[Rule]) -> Any:
-    """``PartitionSpec`` per parameter: the first matching rule, else FSDP over the largest dimension."""
-    compiled = [(re.compile(pattern), spec) for pattern, spec in rules]
+    """``PartitionSpec`` per parameter: the first matching rule, else FSDP over the largest dimension.
 
-    def spec_for(path, leaf) -> P:
-        name = path_string(path)
-        shape = tuple(np.shape(leaf))
+    Rules name unrolled paths (``encoder/layers/<n>/...``); a stacked parameter of ``model.scan_layers``
+    is sharded as one of its layers would be, its leading (layer) axis unsharded."""
+    compiled = [(re.compile(pattern), spec) for pattern, spec in rules]
+    plan = tree_plan(params) if isinstance(params, dict) and is_scanned(params) else None
+
+    def one_layer_spec(name: str, shape: tuple[int, ...]) -> P:
         for regex, spec in compiled:
             if regex.search(name):
                 return _fit(spec, shape, mesh)
@@ -124,6 +127,12 @@ def param_specs(params: Any, mesh: Mesh, rules: Sequence[Rule]) -> Any:
             default = tuple("fsdp" if i == largest else None for i in range(len(shape)))
             return _fit(default, shape, mesh)
         return P()
+
+    def spec_for(path, leaf) -> P:
+        shape = tuple(np.shape(leaf))
+        names, layer_shape = unrolled_names(path_string(path), shape, plan)
+        spec = one_layer_spec(names[0], layer_shape)
+        return P(None, *spec) if layer_shape != shape else spec
 
     return jax.tree_util.tree_map_with_path(spec_for, params)
 

@@ -17,6 +17,7 @@ from typing import Any
 import grain
 import jax
 import orbax.checkpoint as ocp
+from flax import nnx
 
 log = logging.getLogger(__name__)
 
@@ -134,8 +135,20 @@ def restore_params(ckpt_dir: str | Path, params_like: Any, *, step: int | None =
         mgr.close()
         raw = read_state_arrays(ckpt_dir, step)
         saved = raw["params"] if isinstance(raw, dict) else raw[1]
-        out = jax.tree.map(lambda like, x: jax.numpy.asarray(x, like.dtype), params_like, saved)
+        out = _like(params_like, saved)
     return out, step
+
+
+def _like(params_like: Any, saved: Any) -> Any:
+    """``saved`` arranged as ``params_like`` (same keys and dtypes). Checkpoints store dict keys as
+    strings, so an ``nnx.List``'s layer ``0`` comes back as ``'0'``: leaves are matched by path text."""
+    by_text = {tuple(map(str, path)): leaf for path, leaf in nnx.traversals.flatten_mapping(saved).items()}
+    flat = nnx.traversals.flatten_mapping(params_like)
+    missing = [path for path in flat if tuple(map(str, path)) not in by_text]
+    if missing:
+        raise CheckpointError(f"the checkpoint has no {'/'.join(map(str, missing[0]))} ({len(missing)} parameters missing)")
+    out = {path: jax.numpy.asarray(by_text[tuple(map(str, path))], like.dtype) for path, like in flat.items()}
+    return nnx.traversals.unflatten_mapping(out)
 
 
 def read_state_arrays(ckpt_dir: str | Path, step: int | None = None) -> Any:

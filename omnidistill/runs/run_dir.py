@@ -61,7 +61,7 @@ def check_same_model(run_dir: str | Path, cfg: Config, hf_config: dict[str, Any]
             diffs.append(f"{key}: checkpoint {old.get(key)!r} != config {hf_config.get(key)!r}")
     saved_cfg = load_config(Path(run_dir) / "config.yaml") if (Path(run_dir) / "config.yaml").exists() else None
     if saved_cfg is not None:
-        for section, field in (("model", "pooling"), ("model", "head"), *(("data", f) for f in INPUT_SETTINGS)):
+        for section, field in (("model", "pooling"), ("model", "head"), ("model", "scan_layers"), *(("data", f) for f in INPUT_SETTINGS)):
             a, b = getattr(getattr(saved_cfg, section), field), getattr(getattr(cfg, section), field)
             if a != b:
                 diffs.append(f"{section}.{field}: checkpoint {a!r} != config {b!r}")

@@ -8,6 +8,8 @@ checkpoint: it then trains with the encoder); unmatched parameters (the encoder)
 (COMET); ``optim.freeze_encoder_steps``/``fraction`` hold encoder learning rates at 0 for the first steps.
 Weight decay applies to matrices only (not biases or norm scales), as in Hugging Face fine-tuning.
 Parameters with equal settings share one AdamW instance (``optax.multi_transform``).
+Rules match unrolled paths (``encoder/layers/<n>/...``) in either layer layout; a stacked parameter of
+``model.scan_layers`` takes the settings of its layers, which must agree (else it is refused by name).
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from omnidistill.config import OptimConfig, ParamGroupRule
+from omnidistill.models.scan import ScanPlan, is_scanned, tree_plan, unrolled_names
 from omnidistill.parallel.mesh import path_string
 
 HEAD_PATTERN = r"^(pooler|head)/"
@@ -34,8 +38,28 @@ def group_rules(cfg: OptimConfig, pretrained_pooler: bool = False) -> list[Param
     return [*cfg.param_groups, ParamGroupRule(pattern=HEAD_ONLY_PATTERN if pretrained_pooler else HEAD_PATTERN, lr=cfg.head_lr)]
 
 
+def _plan(params: Any) -> ScanPlan | None:
+    return tree_plan(params) if isinstance(params, dict) and is_scanned(params) else None
+
+
+def _layer_views(params: Any) -> Any:
+    """Per parameter: the unrolled names it stands for and one layer's number of dimensions."""
+    plan = _plan(params)
+
+    def view(path, leaf) -> tuple[list[str], int]:
+        names, shape = unrolled_names(path_string(path), tuple(np.shape(leaf)), plan)
+        return names, len(shape)
+
+    return jax.tree_util.tree_map_with_path(view, params)
+
+
+def _is_view(x: Any) -> bool:
+    return isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], list)
+
+
 def num_encoder_layers(params: Any) -> int:
-    layers = {int(m.group(1)) for p, _ in jax.tree_util.tree_leaves_with_path(params) if (m := LAYER_PATTERN.match(path_string(p)))}
+    names = [n for names, _ in jax.tree.leaves(_layer_views(params), is_leaf=_is_view) for n in names]
+    layers = {int(m.group(1)) for n in names if (m := LAYER_PATTERN.match(n))}
     return max(layers) + 1 if layers else 0
 
 
@@ -44,8 +68,7 @@ def param_settings(params: Any, cfg: OptimConfig, pretrained_pooler: bool = Fals
     rules = [(re.compile(r.pattern), r) for r in group_rules(cfg, pretrained_pooler)]
     n_layers = num_encoder_layers(params)
 
-    def settings(path, _):
-        name = path_string(path)
+    def settings_of(name: str) -> tuple[float, float, bool, bool]:
         lr, wd, frozen = cfg.lr, cfg.weight_decay, False
         matched = next((rule for regex, rule in rules if regex.search(name)), None)
         if matched is not None:
@@ -59,7 +82,17 @@ def param_settings(params: Any, cfg: OptimConfig, pretrained_pooler: bool = Fals
             lr = lr * cfg.layer_decay**depth
         return (float(lr), float(wd), frozen, is_encoder)
 
-    return jax.tree_util.tree_map_with_path(settings, params)
+    def settings(view: tuple[list[str], int]) -> tuple[float, float, bool, bool]:
+        names, _ = view
+        per_layer = {settings_of(name) for name in names}
+        if len(per_layer) > 1:
+            raise ValueError(
+                f"model.scan_layers stacks {names[0]} .. {names[-1]} into one array, but optim.param_groups or "
+                "optim.layer_decay give its layers different settings: set model.scan_layers=false"
+            )
+        return per_layer.pop()
+
+    return jax.tree.map(settings, _layer_views(params), is_leaf=_is_view)
 
 
 def param_group_labels(params: Any, cfg: OptimConfig, pretrained_pooler: bool = False) -> tuple[Any, dict[str, tuple]]:
@@ -100,7 +133,7 @@ def build_optimizer(
 ) -> tuple[optax.GradientTransformation, dict[str, Callable]]:
     """The optimizer and each group's learning-rate schedule (for logging)."""
     labels, groups = param_group_labels(params, cfg, pretrained_pooler)
-    decay_mask = jax.tree.map(lambda p: p.ndim >= 2, params)
+    decay_mask = jax.tree.map(lambda view: view[1] >= 2, _layer_views(params), is_leaf=_is_view)  # per layer, not per stack
     hold = frozen_for(total_steps, cfg)
     schedules: dict[str, Callable] = {}
     transforms: dict[str, optax.GradientTransformation] = {}

@@ -21,10 +21,11 @@ from omnidistill.data.pipeline import PackSpec, packed_train_dataset, train_data
 from omnidistill.data.schema import Record
 from omnidistill.data.splits import load_split
 from omnidistill.data.tokenize import RecordEncoder, count_truncated
-from omnidistill.models.hf_io import set_params
+from omnidistill.models.hf_io import set_params, unrolled_shapes
 from omnidistill.models.loader import LoadedModel, load_model
 from omnidistill.models.registry import get_family
 from omnidistill.models.regressor import make_predict_fn
+from omnidistill.models.scan import unstack_layers
 from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_array, param_shardings, replicated
 from omnidistill.runs.checkpoint import RunCheckpoints
 from omnidistill.runs.load import load_trained
@@ -187,8 +188,8 @@ def load_initial_model(cfg: Config) -> LoadedModel:
         cfg.model, init_from=None, tokenizer=cfg.model.tokenizer or str(tok_dir), arch={**hf_config, **cfg.model.arch}
     )
     loaded = load_model(model_cfg, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed)
-    shapes = {path: tuple(v.get_value().shape) for path, v in nnx.state(loaded.model, nnx.Param).flat_state()}
-    flat = dict(nnx.traversals.flatten_mapping(params))
+    shapes = unrolled_shapes(loaded.model)  # both sides unrolled: the source may use the other model.scan_layers
+    flat = dict(nnx.traversals.flatten_mapping(unstack_layers(params)))
     matched = {p: v for p, v in flat.items() if shapes.get(p) == tuple(v.shape)}
     if not any(p[0] == "encoder" for p in matched):
         raise TrainError(f"model.init_from={source}: its encoder does not fit the configured model")

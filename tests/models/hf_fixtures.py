@@ -54,18 +54,21 @@ def save_tiny_bert(folder: Path, classification: bool = False, seed: int = 0, **
     return save_tiny(folder, "Bert", TINY_BERT, classification=classification, seed=seed, **overrides)
 
 
-def flax_from_folder(folder: Path, family: str, groups: tuple[str, ...] = ("encoder",), pooling: str | None = None):
+def flax_from_folder(folder: Path, family: str, groups: tuple[str, ...] = ("encoder",), pooling: str | None = None, scan: bool = False):
     """A regressor of ``family`` with the folder's weights (``groups`` must all be present); pooled as the
-    family's classification class does unless ``pooling`` is given (decoders: the last token)."""
+    family's classification class does unless ``pooling`` is given (decoders: the last token); its layers
+    scanned over stacked parameters with ``scan`` (``model.scan_layers``)."""
     from omnidistill.models.registry import get_family
 
     pooling = pooling or ("last_token" if get_family(family).decoder else "cls")
-    model = build_regressor(ModelConfig(family=family, pooling=pooling), read_hf_config(folder))
+    model = build_regressor(ModelConfig(family=family, pooling=pooling, scan_layers=scan), read_hf_config(folder))
     load_hf_weights(model, read_hf_tensors(folder), required_groups=groups)
     return model
 
 
-def assert_hidden_states_match(folder: Path, family: str, ids: np.ndarray, mask: np.ndarray, atol: float = 1e-4) -> None:
+def assert_hidden_states_match(
+    folder: Path, family: str, ids: np.ndarray, mask: np.ndarray, atol: float = 1e-4, scan: bool = False
+) -> None:
     """Last hidden states of the Flax port equal PyTorch ``AutoModel`` on the non-padding positions."""
     import torch
     import transformers
@@ -73,7 +76,7 @@ def assert_hidden_states_match(folder: Path, family: str, ids: np.ndarray, mask:
     hf = transformers.AutoModel.from_pretrained(folder).eval()
     with torch.no_grad():
         ref = hf(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask).long()).last_hidden_state.numpy()
-    ours = np.asarray(flax_from_folder(folder, family).encoder(ids, mask))
+    ours = np.asarray(flax_from_folder(folder, family, scan=scan).encoder(ids, mask))
     valid = mask.astype(bool)
     np.testing.assert_allclose(ours[valid], ref[valid], atol=atol, rtol=0)
 

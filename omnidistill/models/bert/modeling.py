@@ -22,6 +22,7 @@ from omnidistill.models.layers import (
     sub_rng,
     token_positions,
 )
+from omnidistill.models.scan import layer_stack, run_layers
 
 _INIT = nnx.initializers.normal(0.02)
 
@@ -97,12 +98,14 @@ class BertLayer(nnx.Module):
 class BertEncoder(nnx.Module):
     """BERT without the pooler: token ids -> hidden states of every layer."""
 
-    def __init__(self, cfg: BertConfig, *, dtype=jnp.float32, attention_impl: str = "xla", remat: str = "none", rngs: nnx.Rngs):
+    def __init__(
+        self, cfg: BertConfig, *, dtype=jnp.float32, attention_impl: str = "xla", remat: str = "none", scan: bool = False, rngs: nnx.Rngs
+    ):
         self.cfg = cfg
         self.remat = remat
         kernel = attention_kernel(attention_impl, remat)
         self.embeddings = BertEmbeddings(cfg, dtype, rngs)
-        self.layers = nnx.List([BertLayer(cfg, dtype, kernel, rngs) for _ in range(cfg.num_hidden_layers)])
+        self.layers = layer_stack([BertLayer(cfg, dtype, kernel, rngs) for _ in range(cfg.num_hidden_layers)], scan=scan)
 
     def __call__(
         self,
@@ -124,11 +127,11 @@ class BertEncoder(nnx.Module):
         mask = encoder_mask(attention_mask, segment_ids)
         positions = self.positions(input_ids, segment_ids)
         x = self.embeddings(input_ids, token_type_ids, positions, sub_rng(rng, 10_000))
-        states = [x]
-        for i, layer in enumerate(self.layers):
-            x = call_layer(layer, self.remat, x, mask, sub_rng(rng, i))
-            states.append(x)
-        return states if return_all_layers else x
+        embedded = x
+        x, states = run_layers(
+            self.layers, x, lambda layer, h, i: call_layer(layer, self.remat, h, mask, sub_rng(rng, i)), collect=return_all_layers
+        )
+        return [embedded, *states] if return_all_layers else x
 
     def positions(self, input_ids: jax.Array, segment_ids: jax.Array | None) -> jax.Array:
         """Position ids: 0, 1, ... (restarting at each segment of a packed row)."""

@@ -29,6 +29,7 @@ from omnidistill.models.layers import (
     sub_rng,
     token_positions,
 )
+from omnidistill.models.scan import layer_stack, run_layers
 
 _INIT = nnx.initializers.normal(0.02)
 
@@ -164,12 +165,21 @@ class DebertaLayer(nnx.Module):
 class DebertaV2Encoder(nnx.Module):
     """DeBERTa-v2/v3 backbone: token ids -> hidden states of every layer."""
 
-    def __init__(self, cfg: DebertaV2Config, *, dtype=jnp.float32, attention_impl: str = "xla", remat: str = "none", rngs: nnx.Rngs):
+    def __init__(
+        self,
+        cfg: DebertaV2Config,
+        *,
+        dtype=jnp.float32,
+        attention_impl: str = "xla",
+        remat: str = "none",
+        scan: bool = False,
+        rngs: nnx.Rngs,
+    ):
         self.cfg = cfg
         self.remat = remat
         kernel = attention_kernel(attention_impl, remat)
         self.embeddings = DebertaEmbeddings(cfg, dtype, rngs)
-        self.layers = nnx.List([DebertaLayer(cfg, dtype, kernel, rngs) for _ in range(cfg.num_hidden_layers)])
+        self.layers = layer_stack([DebertaLayer(cfg, dtype, kernel, rngs) for _ in range(cfg.num_hidden_layers)], scan=scan)
         rel = cfg.relative_attention
         self.rel_embeddings = (
             nnx.Embed(2 * cfg.relative_span, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=_INIT, rngs=rngs) if rel else None
@@ -195,11 +205,14 @@ class DebertaV2Encoder(nnx.Module):
                 rel_emb = self.rel_norm(rel_emb)
             rel_emb = dropout(rel_emb, self.cfg.hidden_dropout_prob, sub_rng(rng, 10_001)).astype(self.dtype)
             index = relative_index(seq, self.cfg)
-        states = [x]
-        for i, layer in enumerate(self.layers):
-            x = call_layer(layer, self.remat, x, mask, rel_emb, index, sub_rng(rng, i))
-            states.append(x)
-        return states if return_all_layers else x
+        embedded = x
+        x, states = run_layers(
+            self.layers,
+            x,
+            lambda layer, h, i: call_layer(layer, self.remat, h, mask, rel_emb, index, sub_rng(rng, i)),
+            collect=return_all_layers,
+        )
+        return [embedded, *states] if return_all_layers else x
 
 
 class DebertaV2Pooler(nnx.Module):

@@ -21,6 +21,7 @@ from omnidistill.models.gemma3.config import Gemma3Config
 from omnidistill.models.layers import AttentionKernel, activation, attention, attention_kernel, call_layer, encoder_mask, token_positions
 from omnidistill.models.modernbert.modeling import apply_rope, rope_tables
 from omnidistill.models.qwen3.modeling import INIT, Qwen3Pooler, causal_mask, dense
+from omnidistill.models.scan import layer_stack, run_layers
 
 
 class GemmaRMSNorm(nnx.Module):
@@ -85,13 +86,15 @@ class Gemma3Layer(nnx.Module):
 class Gemma3Encoder(nnx.Module):
     """Gemma 3 as an encoder of the regressor: token ids -> final (normed) hidden states."""
 
-    def __init__(self, cfg: Gemma3Config, *, dtype=jnp.float32, attention_impl: str = "xla", remat: str = "none", rngs: nnx.Rngs):
+    def __init__(
+        self, cfg: Gemma3Config, *, dtype=jnp.float32, attention_impl: str = "xla", remat: str = "none", scan: bool = False, rngs: nnx.Rngs
+    ):
         self.cfg = cfg
         self.remat = remat
         self.dtype = dtype
         kernel = attention_kernel(attention_impl, remat)
         self.embed_tokens = nnx.Embed(cfg.vocab_size, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=INIT, rngs=rngs)
-        self.layers = nnx.List([Gemma3Layer(cfg, i, dtype, kernel, rngs) for i in range(cfg.num_hidden_layers)])
+        self.layers = layer_stack([Gemma3Layer(cfg, i, dtype, kernel, rngs) for i in range(cfg.num_hidden_layers)], scan=scan)
         self.final_norm = GemmaRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     def __call__(
@@ -119,12 +122,10 @@ class Gemma3Encoder(nnx.Module):
             setting = self.cfg.rope(layer_type)
             rope[layer_type] = rope_tables(positions / setting.factor, self.cfg.head_dim, setting.theta)
         x = (self.embed_tokens(input_ids) * jnp.float32(math.sqrt(self.cfg.hidden_size))).astype(self.dtype)
-        states = [x]
-        for layer in self.layers:
-            x = call_layer(layer, self.remat, x, mask, rope)
-            states.append(x)
-        states[-1] = self.final_norm(x)
-        return states if return_all_layers else states[-1]
+        embedded = x
+        x, states = run_layers(self.layers, x, lambda layer, h, _: call_layer(layer, self.remat, h, mask, rope), collect=return_all_layers)
+        final = self.final_norm(x)
+        return [embedded, *states[:-1], final] if return_all_layers else final
 
 
 class Gemma3Pooler(Qwen3Pooler):

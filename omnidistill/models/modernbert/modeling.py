@@ -23,6 +23,7 @@ from omnidistill.models.layers import (
     token_positions,
 )
 from omnidistill.models.modernbert.config import LOCAL, ModernBertConfig
+from omnidistill.models.scan import layer_stack, run_layers
 
 _INIT = nnx.initializers.normal(0.02)
 
@@ -103,13 +104,22 @@ class ModernBertLayer(nnx.Module):
 class ModernBertEncoder(nnx.Module):
     """ModernBERT backbone: token ids -> final-norm hidden states (or every layer's output)."""
 
-    def __init__(self, cfg: ModernBertConfig, *, dtype=jnp.float32, attention_impl: str = "xla", remat: str = "none", rngs: nnx.Rngs):
+    def __init__(
+        self,
+        cfg: ModernBertConfig,
+        *,
+        dtype=jnp.float32,
+        attention_impl: str = "xla",
+        remat: str = "none",
+        scan: bool = False,
+        rngs: nnx.Rngs,
+    ):
         self.cfg = cfg
         self.remat = remat
         kernel = attention_kernel(attention_impl, remat)
         self.tok_embeddings = nnx.Embed(cfg.vocab_size, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=_INIT, rngs=rngs)
         self.embedding_norm = _norm(cfg, rngs)
-        self.layers = nnx.List([ModernBertLayer(cfg, i, dtype, kernel, rngs) for i in range(cfg.num_hidden_layers)])
+        self.layers = layer_stack([ModernBertLayer(cfg, i, dtype, kernel, rngs) for i in range(cfg.num_hidden_layers)], scan=scan)
         self.final_norm = _norm(cfg, rngs)
         self.dtype = dtype
 
@@ -132,12 +142,15 @@ class ModernBertEncoder(nnx.Module):
         positions = token_positions(input_ids, segment_ids)
         x = self.embedding_norm(self.tok_embeddings(input_ids))
         x = dropout(x, self.cfg.embedding_dropout, sub_rng(rng, 10_000)).astype(self.dtype)
-        states = [x]
-        for i, layer in enumerate(self.layers):
-            x = call_layer(layer, self.remat, x, mask, positions, sub_rng(rng, i))
-            states.append(x)
+        embedded = x
+        x, states = run_layers(
+            self.layers,
+            x,
+            lambda layer, h, i: call_layer(layer, self.remat, h, mask, positions, sub_rng(rng, i)),
+            collect=return_all_layers,
+        )
         final = self.final_norm(x).astype(self.dtype)
-        return [*states[:-1], final] if return_all_layers else final
+        return [embedded, *states[:-1], final] if return_all_layers else final
 
 
 class ModernBertPooler(nnx.Module):

@@ -15,6 +15,7 @@ from flax import nnx
 from omnidistill.models.layers import AttentionKernel, activation, attention, attention_kernel, call_layer, encoder_mask, token_positions
 from omnidistill.models.modernbert.modeling import apply_rope, rope_tables
 from omnidistill.models.qwen3.config import Qwen3Config
+from omnidistill.models.scan import layer_stack, run_layers
 
 INIT = nnx.initializers.normal(0.02)
 
@@ -86,13 +87,15 @@ class Qwen3Layer(nnx.Module):
 class Qwen3Encoder(nnx.Module):
     """Qwen3 as an encoder of the regressor: token ids -> final (normed) hidden states, causal attention."""
 
-    def __init__(self, cfg: Qwen3Config, *, dtype=jnp.float32, attention_impl: str = "xla", remat: str = "none", rngs: nnx.Rngs):
+    def __init__(
+        self, cfg: Qwen3Config, *, dtype=jnp.float32, attention_impl: str = "xla", remat: str = "none", scan: bool = False, rngs: nnx.Rngs
+    ):
         self.cfg = cfg
         self.remat = remat
         self.dtype = dtype
         kernel = attention_kernel(attention_impl, remat)
         self.embed_tokens = nnx.Embed(cfg.vocab_size, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=INIT, rngs=rngs)
-        self.layers = nnx.List([Qwen3Layer(cfg, dtype, kernel, rngs) for _ in range(cfg.num_hidden_layers)])
+        self.layers = layer_stack([Qwen3Layer(cfg, dtype, kernel, rngs) for _ in range(cfg.num_hidden_layers)], scan=scan)
         self.final_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     def __call__(
@@ -116,12 +119,12 @@ class Qwen3Encoder(nnx.Module):
             jnp.broadcast_to(token_positions(input_ids, segment_ids), input_ids.shape), self.cfg.head_dim, self.cfg.rope_theta
         )
         x = self.embed_tokens(input_ids).astype(self.dtype)
-        states = [x]
-        for layer in self.layers:
-            x = call_layer(layer, self.remat, x, mask, cos, sin)
-            states.append(x)
-        states[-1] = self.final_norm(x)
-        return states if return_all_layers else states[-1]
+        embedded = x
+        x, states = run_layers(
+            self.layers, x, lambda layer, h, _: call_layer(layer, self.remat, h, mask, cos, sin), collect=return_all_layers
+        )
+        final = self.final_norm(x)
+        return [embedded, *states[:-1], final] if return_all_layers else final
 
 
 class Qwen3Pooler(nnx.Module):
