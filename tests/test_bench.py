@@ -108,3 +108,18 @@ def test_bench_pipeline_compares_the_cache_with_tokenizing_on_the_fly(repo_root,
     for what in ("bucketed, tokenized on the fly", "bucketed, from the cache", "packed, tokenized on the fly", "packed, from the cache"):
         assert rows[what]["tokens_per_s"] > 0
     assert "prepare (tokenize into the cache)" in rows and len(list(tmp_path.iterdir())) == 1
+
+
+def test_bench_compile_reports_both_layouts(repo_root):
+    done = subprocess.run(
+        [sys.executable, str(repo_root / "tools" / "bench_compile.py"), "--tiny", "--only", "mbert", "--batch", "4", "--seq", "32"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=repo_root,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [(r["model"], r["layout"]) for r in rows] == [("mbert", "unrolled"), ("mbert", "scan")]
+    assert all(r["compile_s"] > 0 and r["compiled_peak_GB"] is not None for r in rows)
+    assert "| mbert | 2 |" in done.stdout  # the comparison table pairs the two layouts

@@ -112,13 +112,13 @@ TINY = dict(
 )
 
 
-def _model(name: str, tiny: bool, dtype: str, attention: str, remat: str = "none", abstract: bool = False):
-    """The case's regressor (random weights), or its shapes only when ``abstract``."""
+def _model(name: str, tiny: bool, dtype: str, attention: str, remat: str = "none", abstract: bool = False, scan: bool = False):
+    """The case's regressor (random weights), or its shapes only when ``abstract``; ``scan``: ``model.scan_layers``."""
     family, hf = CASES[name]
     hf = {**hf, **TINY} if tiny else dict(hf)
     # as the peer's *ForSequenceClassification; decoders as their embedding models pool
     pooling = get_family(family).default_pooling(hf) if get_family(family).decoder else "cls"
-    cfg = ModelConfig(family=family, pooling=pooling, attention=attention, dropout=0.0, remat=remat)
+    cfg = ModelConfig(family=family, pooling=pooling, attention=attention, dropout=0.0, remat=remat, scan_layers=scan)
     build = partial(build_regressor, cfg, hf, dtype={"bfloat16": jnp.bfloat16, "float32": jnp.float32}[dtype])
     return (nnx.eval_shape(build) if abstract else build()), hf
 
