@@ -88,10 +88,7 @@ class ScannedLayers(nnx.Module):
     def __call__(self, x: jax.Array, call: LayerCall, *, collect: bool = False) -> tuple[jax.Array, list[jax.Array]]:
         """Run every layer in order; returns the output and (with ``collect``) each layer's output."""
         plan = self.plan
-        states: list[jax.Array] = []
-        for i, layer in enumerate(self.head):
-            x = call(layer, x, i)
-            states.append(x)
+        x, states = _run_unrolled(self.head, x, call, first=0)
         if plan.repeats:
             split = [nnx.split(block) for block in self.blocks]
             graphdefs = [graphdef for graphdef, _ in split]
@@ -107,10 +104,17 @@ class ScannedLayers(nnx.Module):
             x, ys = jax.lax.scan(body, x, ([state for _, state in split], jnp.arange(plan.repeats, dtype=jnp.int32)))
             if collect:
                 states.extend(list(ys.reshape(-1, *x.shape)))
-        for i, layer in enumerate(self.tail):
-            x = call(layer, x, plan.suffix_start + i)
-            states.append(x)
-        return x, states
+        x, tail_states = _run_unrolled(self.tail, x, call, first=plan.suffix_start)
+        return x, states + tail_states
+
+
+def _run_unrolled(layers: Sequence[nnx.Module], x: jax.Array, call: LayerCall, *, first: int) -> tuple[jax.Array, list[jax.Array]]:
+    """Layers one after another, numbered from ``first``; the output and each layer's output."""
+    states = []
+    for i, layer in enumerate(layers):
+        x = call(layer, x, first + i)
+        states.append(x)
+    return x, states
 
 
 def layer_stack(layers: Sequence[nnx.Module], *, scan: bool) -> nnx.List | ScannedLayers:
@@ -124,11 +128,7 @@ def run_layers(
     """Run an encoder's layers (either layout); returns the output and, with ``collect``, every layer's output."""
     if isinstance(layers, ScannedLayers):
         return layers(x, call, collect=collect)
-    states = []
-    for i, layer in enumerate(layers):
-        x = call(layer, x, i)
-        states.append(x)
-    return x, states
+    return _run_unrolled(layers, x, call, first=0)
 
 
 # --- parameter trees: unrolled <-> scanned ------------------------------------------------------
@@ -144,6 +144,11 @@ def is_scanned(tree: Mapping[Any, Any]) -> bool:
     """Whether a parameter tree (nested dict) is in the scanned layout."""
     layers = _layers_node(tree)
     return layers is not None and "blocks" in layers
+
+
+def plan_of(tree: Any) -> ScanPlan | None:
+    """The :class:`ScanPlan` of a scanned parameter tree, None for an unrolled one (or anything else)."""
+    return tree_plan(tree) if isinstance(tree, Mapping) and is_scanned(tree) else None
 
 
 def tree_plan(tree: Mapping[Any, Any]) -> ScanPlan:

@@ -18,7 +18,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from omnidistill.config import MeshConfig
-from omnidistill.models.scan import is_scanned, tree_plan, unrolled_names
+from omnidistill.models.scan import plan_of, unrolled_names
 
 log = logging.getLogger(__name__)
 AXES = ("data", "fsdp", "tensor")
@@ -116,7 +116,7 @@ def param_specs(params: Any, mesh: Mesh, rules: Sequence[Rule]) -> Any:
     Rules name unrolled paths (``encoder/layers/<n>/...``); a stacked parameter of ``model.scan_layers``
     is sharded as one of its layers would be, its leading (layer) axis unsharded."""
     compiled = [(re.compile(pattern), spec) for pattern, spec in rules]
-    plan = tree_plan(params) if isinstance(params, dict) and is_scanned(params) else None
+    plan = plan_of(params)
 
     def one_layer_spec(name: str, shape: tuple[int, ...]) -> P:
         for regex, spec in compiled:

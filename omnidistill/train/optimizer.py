@@ -24,7 +24,7 @@ import numpy as np
 import optax
 
 from omnidistill.config import OptimConfig, ParamGroupRule
-from omnidistill.models.scan import ScanPlan, is_scanned, tree_plan, unrolled_names
+from omnidistill.models.scan import plan_of, unrolled_names
 from omnidistill.parallel.mesh import path_string
 
 HEAD_PATTERN = r"^(pooler|head)/"
@@ -38,13 +38,9 @@ def group_rules(cfg: OptimConfig, pretrained_pooler: bool = False) -> list[Param
     return [*cfg.param_groups, ParamGroupRule(pattern=HEAD_ONLY_PATTERN if pretrained_pooler else HEAD_PATTERN, lr=cfg.head_lr)]
 
 
-def _plan(params: Any) -> ScanPlan | None:
-    return tree_plan(params) if isinstance(params, dict) and is_scanned(params) else None
-
-
 def _layer_views(params: Any) -> Any:
     """Per parameter: the unrolled names it stands for and one layer's number of dimensions."""
-    plan = _plan(params)
+    plan = plan_of(params)
 
     def view(path, leaf) -> tuple[list[str], int]:
         names, shape = unrolled_names(path_string(path), tuple(np.shape(leaf)), plan)
