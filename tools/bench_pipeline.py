@@ -1,22 +1,27 @@
 """Input-pipeline throughput on one process: tokenizing on the fly against reading the token cache.
 
-The shipped sample is replicated to ``--records`` examples (the paper's 564k training set by default).
-Prints one JSON line per measurement and a Markdown table:
+The shipped sample is replicated to ``--records`` examples (the paper's 564k training set by default)
+and written to a JSONL file. Prints one JSON line per measurement and a Markdown table:
 
     python tools/bench_pipeline.py                      # 564k records, configs/tiny.yaml's tokenizer and buckets
     python tools/bench_pipeline.py --records 100000 --batches 500
 
 Figures are host-side only (no model): real (non-padding) tokens per second and examples per second
-of the batches a training process receives, the time ``omnidistill prepare`` takes for the split,
-and the peak resident memory of the process.
+of the batches a training process receives, the time ``omnidistill prepare`` takes for the file,
+and peak resident memory: of this process (which holds the records for the on-the-fly rows), and of
+a fresh training-side process that opens the split through the cache (``training_records``, which
+streams the file to check the fingerprint) and reads 500 batches, at ``--records`` and at a tenth of
+them: flat in the number of records.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import resource
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from itertools import islice
@@ -26,17 +31,40 @@ import grain
 
 from omnidistill.config import load_config
 from omnidistill.data.pipeline import PackSpec, packed_train_dataset, train_dataset
-from omnidistill.data.sources import read_records
+from omnidistill.data.sources import RecordStream, read_records
 from omnidistill.data.token_cache import cached_examples
 from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.train.prepare import run_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "data" / "sample" / "train.jsonl"
+
+READER = """
+import json, resource, sys, time
+from itertools import islice
+from omnidistill.config import load_config
+from omnidistill.data.tokenize import RecordEncoder
+from omnidistill.train.prepare import run_tokenizer
+from omnidistill.train.setup import training_batches, training_records
+cfg = load_config(sys.argv[1], sys.argv[2:])
+encoder = RecordEncoder.from_config(run_tokenizer(cfg), cfg.data)
+start = time.perf_counter()
+cache, _ = training_records(cfg, encoder)
+opened = time.perf_counter() - start
+for _ in islice(training_batches(cfg, cache, encoder), 500):
+    pass
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+print(json.dumps({"examples": len(cache), "open_s": round(opened, 2), "peak_rss_gb": round(rss, 2)}))
+"""
 
 
-def replicate(records: list, n: int) -> list:
-    """``n`` records cycling through ``records``, each with its own id (and so its own cache entry)."""
-    return [dataclasses.replace(records[i % len(records)], id=f"r{i}") for i in range(n)]
+def replicate(path: Path, n: int) -> Path:
+    """``path``'s records cycled to ``n`` lines, each with its own id, written next to the cache."""
+    rows = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line.strip()]
+    with path.open("w", encoding="utf-8") as f:
+        for i in range(n):
+            f.write(json.dumps({**rows[i % len(rows)], "id": f"r{i}"}, ensure_ascii=False) + "\n")
+    return path
 
 
 def throughput(batches, count: int) -> dict[str, float]:
@@ -56,6 +84,14 @@ def peak_rss_gb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)
 
 
+def cache_reader(config: str, overrides: list[str]) -> dict:
+    """A fresh process opening the training split through the cache and reading batches."""
+    done = subprocess.run([sys.executable, "-c", READER, config, *overrides], capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise SystemExit(done.stderr[-3000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(ROOT / "configs" / "tiny.yaml"))
@@ -67,15 +103,18 @@ def main() -> None:
     parser.add_argument("--cache-dir", default=None, help="token cache folder (default: a temporary one)")
     args = parser.parse_args()
 
-    cfg = load_config(args.config, [f"data.max_length={min(512, args.pack_length)}"])
+    work = Path(tempfile.mkdtemp(prefix="od-bench-pipeline-"))
+    cache_dir = args.cache_dir or str(work / "cache")
+    overrides = [f"data.max_length={min(512, args.pack_length)}", f"data.token_cache={cache_dir}", f"train.batch_size={args.batch}"]
+    cfg = load_config(args.config, overrides)
     encoder = RecordEncoder.from_config(run_tokenizer(cfg), cfg.data)
+    data = replicate(work / "train.jsonl", args.records)
     start = time.perf_counter()
-    records = replicate(read_records(ROOT / "data" / "sample" / "train.jsonl")[0], args.records)
+    records = read_records(data)[0]
     rows = [{"what": "records in memory", "seconds": round(time.perf_counter() - start, 2), "peak_rss_gb": peak_rss_gb()}]
 
-    cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="od-bench-cache-")
     start = time.perf_counter()
-    cache, built = cached_examples(records, encoder, cache_dir, split="train", progress=True)
+    cache, built = cached_examples(RecordStream(data), encoder, cache_dir, split="train", progress=True)
     what = "prepare (tokenize into the cache)" if built else "prepare (cache reused)"
     rows.append({"what": what, "seconds": round(time.perf_counter() - start, 2)})
 
@@ -87,7 +126,14 @@ def main() -> None:
     pack = dict(global_batch=args.batch, seed=0, pack=PackSpec(args.pack_length, cfg.data.pack_max_segments, cfg.data.pack_bins))
     for label, source in (("packed, tokenized on the fly", records), ("packed, from the cache", cache)):
         rows.append({"what": label, **throughput(packed_train_dataset(source, encoder, **pack, read_options=read), args.packed_batches)})
-    rows.append({"what": "peak resident memory", "peak_rss_gb": peak_rss_gb()})
+    rows.append({"what": "peak resident memory (this process, records held)", "peak_rss_gb": peak_rss_gb()})
+    tenth = replicate(work / "tenth.jsonl", max(args.batch, args.records // 10))
+    cached_examples(RecordStream(tenth), encoder, cache_dir, split="train")  # the reader finds both caches built
+    for n, path in ((args.records, data), (max(args.batch, args.records // 10), tenth)):
+        reader = cache_reader(args.config, [*overrides, f"data.train=[{path}]"])
+        what = f"cache reader process, {n:,} records (open: stream + fingerprint)"
+        rows.append({"what": what, "seconds": reader["open_s"], "peak_rss_gb": reader["peak_rss_gb"]})
+    shutil.rmtree(work, ignore_errors=True)  # the replicated files, and the cache unless --cache-dir named one
 
     for row in rows:
         print(json.dumps(row))

@@ -21,29 +21,35 @@ log = logging.getLogger(__name__)
 
 
 def _jsonl_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
+    # Read line by line (no copy of the file or list of its lines is held). Physical lines end at "\n"
+    # only, as binary-mode line iteration splits them: a lone "\r" inside a line (legal JSON whitespace,
+    # or an error in a string) must not split it, or every later line number shifts. "\r\n" endings
+    # and a UTF-8 byte order mark on the first line are accepted.
     try:
-        raw = path.read_bytes()
+        f = path.open("rb")
     except OSError as err:
         raise DataError(f"{path}: cannot read: {err.strerror or err}") from None
-    # Physical lines end at "\n" only: a lone "\r" inside a line (legal JSON whitespace, or an error in a
-    # string) must not split it, or every later line number shifts. "\r\n" endings and a UTF-8 byte
-    # order mark on the first line are accepted.
-    for lineno, line in enumerate(raw.split(b"\n"), start=1):
-        where = f"{path}:{lineno}"
-        line = line.removesuffix(b"\r")
-        if lineno == 1:
-            line = line.removeprefix(b"\xef\xbb\xbf")
-        if not line.strip():
-            continue
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as err:
-            yield where, DataError(f"{where}: not valid UTF-8 ({err.reason} at byte {err.start})")
-            continue
-        try:
-            yield where, json.loads(text)
-        except json.JSONDecodeError as err:
-            yield where, DataError(f"{where}: invalid JSON: {err.msg} (column {err.colno})")
+    with f:
+        for lineno, line in enumerate(f, start=1):
+            where = f"{path}:{lineno}"
+            line = line.removesuffix(b"\n").removesuffix(b"\r")
+            if lineno == 1:
+                line = line.removeprefix(b"\xef\xbb\xbf")
+            if not line.strip():
+                continue
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as err:
+                yield where, DataError(f"{where}: not valid UTF-8 ({err.reason} at byte {err.start})")
+                continue
+            try:
+                yield where, json.loads(text)
+            except json.JSONDecodeError as err:
+                yield where, DataError(f"{where}: invalid JSON: {err.msg} (column {err.colno})")
+
+
+PARQUET_BATCH_ROWS = 8192
+"""Parquet rows decoded into Python objects at a time."""
 
 
 def _parquet_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
@@ -52,12 +58,22 @@ def _parquet_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
     except ImportError:
         raise DataError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow)") from None
     try:
-        with path.open("rb") as f:
-            table = pq.read_table(f)
+        f = path.open("rb")
+        batches = pq.ParquetFile(f).iter_batches(batch_size=PARQUET_BATCH_ROWS)
     except Exception as err:  # pyarrow raises several error types for corrupt files
         raise DataError(f"{path}: cannot read Parquet: {err}") from None
-    for i, row in enumerate(table.to_pylist()):
-        yield f"{path}:row {i}", {k: _drop_nulls(v) for k, v in row.items() if v is not None}
+    with f:
+        i = 0
+        while True:
+            try:
+                batch = next(batches, None)
+            except Exception as err:
+                raise DataError(f"{path}: cannot read Parquet: {err}") from None
+            if batch is None:
+                return
+            for row in batch.to_pylist():
+                yield f"{path}:row {i}", {k: _drop_nulls(v) for k, v in row.items() if v is not None}
+                i += 1
 
 
 def _drop_nulls(value: Any) -> Any:
@@ -118,6 +134,42 @@ def iter_objects(path: str | Path) -> Iterator[tuple[str, Any]]:
     raise DataError(f"{path}: unsupported file type {path.suffix!r} (use .jsonl, .csv or .parquet)")
 
 
+class RecordStream:
+    """The validated records of one or more files, read one at a time on every pass (nothing is held):
+    for a training split read from the token cache, whose memory then stays flat in the number of
+    records. After a full pass, ``skipped`` is the number of invalid records skipped (``skip_invalid``)."""
+
+    def __init__(self, paths: str | Path | Sequence[str | Path], *, skip_invalid: bool = False, require_labels: bool = True):
+        self.paths = [paths] if isinstance(paths, str | Path) else list(paths)
+        self.skip_invalid, self.require_labels = skip_invalid, require_labels
+        self.skipped = 0
+
+    def __iter__(self) -> Iterator[Record]:
+        count = skipped = 0
+        for path in self.paths:
+            count_before, skipped_before = count, skipped
+            for where, obj in iter_objects(path):
+                try:
+                    if isinstance(obj, DataError):
+                        raise obj
+                    record = validate_record(obj, where, require_labels=self.require_labels)
+                except DataError as err:
+                    if not self.skip_invalid:
+                        raise
+                    skipped += 1
+                    log.debug("skipped %s", err)
+                    continue
+                count += 1
+                yield record
+            if count == count_before and skipped == skipped_before:
+                raise DataError(f"{path}: no records")
+        if skipped:
+            log.warning("skipped %d invalid record(s) (data.skip_invalid=true)", skipped)
+        if not count:
+            raise DataError(f"{', '.join(map(str, self.paths))}: no valid records")
+        self.skipped = skipped
+
+
 def read_records(
     paths: str | Path | Sequence[str | Path],
     *,
@@ -125,26 +177,6 @@ def read_records(
     require_labels: bool = True,
 ) -> tuple[list[Record], int]:
     """Validated records of one or more files and the number skipped as invalid."""
-    if isinstance(paths, str | Path):
-        paths = [paths]
-    records: list[Record] = []
-    skipped = 0
-    for path in paths:
-        n_before, skipped_before = len(records), skipped
-        for where, obj in iter_objects(path):
-            try:
-                if isinstance(obj, DataError):
-                    raise obj
-                records.append(validate_record(obj, where, require_labels=require_labels))
-            except DataError as err:
-                if not skip_invalid:
-                    raise
-                skipped += 1
-                log.debug("skipped %s", err)
-        if len(records) == n_before and skipped == skipped_before:
-            raise DataError(f"{path}: no records")
-    if skipped:
-        log.warning("skipped %d invalid record(s) (data.skip_invalid=true)", skipped)
-    if not records:
-        raise DataError(f"{', '.join(map(str, paths))}: no valid records")
-    return records, skipped
+    stream = RecordStream(paths, skip_invalid=skip_invalid, require_labels=require_labels)
+    records = list(stream)
+    return records, stream.skipped

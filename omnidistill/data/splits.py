@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from omnidistill.config import DataConfig
 from omnidistill.data.schema import DataError, Record
-from omnidistill.data.sources import read_records
+from omnidistill.data.sources import RecordStream, read_records
 
 
 def load_split(data: DataConfig, split: str, *, require_labels: bool = True) -> tuple[Sequence[Record], int]:
@@ -30,3 +30,13 @@ def load_split(data: DataConfig, split: str, *, require_labels: bool = True) -> 
     if not files:
         return [], 0
     return read_records(files, skip_invalid=data.skip_invalid, require_labels=require_labels)
+
+
+def stream_split(data: DataConfig, split: str) -> Sequence[Record] | RecordStream:
+    """Records of ``split`` to be read in one pass each time (the token cache's input): files are
+    streamed record by record, TFDS through its random-access source; empty when the split is absent.
+    A :class:`RecordStream` counts its skipped records in ``skipped`` after a pass."""
+    if data.tfds is not None:
+        return load_split(data, split)[0]
+    files = getattr(data, split)
+    return RecordStream(files, skip_invalid=data.skip_invalid) if files else []

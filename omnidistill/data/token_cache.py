@@ -11,6 +11,11 @@ changes the tokens: the tokenizer's full definition, the input format, layout, t
 (a new cache); an unchanged one reuses the cache across epochs and runs. A cache is written into a
 temporary folder and renamed into place at the end, so an interrupted build leaves nothing that is
 ever read.
+
+The records are read in passes (one to fingerprint, one more to build), never held whole: a
+training process that reads its split from the cache holds the memory-mapped arrays and no Python
+object per record. ``meta.json`` records the count of inputs truncated to ``max_length`` (exact
+over a seeded sample of at most 20,000, as :func:`omnidistill.data.tokenize.count_truncated`).
 """
 
 from __future__ import annotations
@@ -21,17 +26,18 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from omnidistill.data.schema import Record
-from omnidistill.data.tokenize import RecordEncoder, label_arrays
+from omnidistill.data.tokenize import TRUNCATION_SAMPLE, RecordEncoder, count_truncated, label_arrays
 from omnidistill.dimensions import NUM_DIMENSIONS
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 CHUNK = 2048
 """Records tokenized per batched tokenizer call."""
 _ARRAYS = ("tokens", "offsets", "labels", "label_mask")
@@ -55,6 +61,14 @@ class TokenCache(Sequence):
         return {"input_ids": self.tokens[start:end], "labels": self.labels[i], "label_mask": self.label_mask[i]}
 
     @property
+    def truncation(self) -> dict[str, Any]:
+        """Inputs truncated to ``max_length`` when cached: ``truncated``, ``of``, ``sampled`` (as
+        :func:`omnidistill.data.tokenize.count_truncated` reports them)."""
+        if self.directory is None:
+            raise ValueError("an in-memory token cache has no build record")
+        return json.loads((self.directory / "meta.json").read_text())["truncation"]
+
+    @property
     def lengths(self) -> np.ndarray:
         """Token count of every example (read without touching the tokens)."""
         return np.diff(np.asarray(self.offsets))
@@ -75,49 +89,92 @@ def _tokenizer_definition(tokenizer: Any) -> str:
     return json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False)
 
 
-def fingerprint(records: Sequence[Record], encoder: RecordEncoder) -> str:
-    """Hex digest of everything that determines the cached arrays."""
-    h = hashlib.sha256()
-    settings = {
+def _settings(encoder: RecordEncoder) -> dict[str, Any]:
+    return {
         "version": FORMAT_VERSION,
         "max_length": encoder.max_length,
         "truncation": encoder.truncation,
         "layout": dataclasses.asdict(encoder.layout),
         "specials": [encoder.pad_id, getattr(encoder.tokenizer, "all_special_ids", None)],
     }
-    h.update(json.dumps(settings, sort_keys=True, default=str).encode())
+
+
+def _fingerprint_and_count(records: Iterable[Record], encoder: RecordEncoder) -> tuple[str, int]:
+    h = hashlib.sha256()
+    h.update(json.dumps(_settings(encoder), sort_keys=True, default=str).encode())
     h.update(_tokenizer_definition(encoder.tokenizer).encode())
+    count = 0
     for r in records:
         fields = (r.task, r.question, r.source, r.reference, r.candidate, r.context, r.title, r.labels)
         h.update(json.dumps(fields, ensure_ascii=False, default=str).encode())
         h.update(b"\n")
-    return h.hexdigest()[:32]
+        count += 1
+    return h.hexdigest()[:32], count
 
 
-def build(records: Sequence[Record], encoder: RecordEncoder, directory: str | Path, *, progress: bool = False) -> TokenCache:
-    """Tokenize ``records`` into a new cache at ``directory`` (written atomically)."""
+def fingerprint(records: Iterable[Record], encoder: RecordEncoder) -> str:
+    """Hex digest of everything that determines the cached arrays (one pass over ``records``)."""
+    return _fingerprint_and_count(records, encoder)[0]
+
+
+def _chunks(records: Iterable[Record]) -> Iterator[list[Record]]:
+    it = iter(records)
+    while part := list(islice(it, CHUNK)):
+        yield part
+
+
+def _truncation_sample(total: int) -> set[int] | None:
+    """Positions whose untruncated length is measured (seeded; None: all of them)."""
+    if total <= TRUNCATION_SAMPLE:
+        return None
+    return set(np.random.default_rng(0).choice(total, size=TRUNCATION_SAMPLE, replace=False).tolist())
+
+
+def build(
+    records: Iterable[Record], encoder: RecordEncoder, directory: str | Path, *, total: int | None = None, progress: bool = False
+) -> TokenCache:
+    """Tokenize ``records`` (one pass, ``total`` of them if known) into a new cache at ``directory``,
+    written atomically."""
     from tqdm import tqdm
 
+    if total is None:
+        records = list(records)
+        total = len(records)
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    sample = _truncation_sample(total)
+    sampled: list[Record] = []
     try:
-        offsets = np.zeros(len(records) + 1, np.int64)
-        labels = np.zeros((len(records), NUM_DIMENSIONS), np.float32)
-        label_mask = np.zeros((len(records), NUM_DIMENSIONS), np.float32)
-        chunks = []
-        with tqdm(total=len(records), desc="tokenize", unit="ex", disable=not progress, dynamic_ncols=True) as bar:
-            for start in range(0, len(records), CHUNK):
-                part = [records[i] for i in range(start, min(start + CHUNK, len(records)))]
-                for i, (record, ids) in enumerate(zip(part, encoder.token_ids_many(part), strict=True), start=start):
-                    chunks.append(ids)
-                    offsets[i + 1] = offsets[i] + len(ids)
-                    labels[i], label_mask[i] = label_arrays(record)
+        lengths, tokens, labels, label_mask = [], [], [], []  # one array per chunk of CHUNK records
+        with tqdm(total=total, desc="tokenize", unit="ex", disable=not progress, dynamic_ncols=True) as bar:
+            start = 0
+            for part in _chunks(records):
+                ids = encoder.token_ids_many(part)
+                lengths.append(np.fromiter(map(len, ids), np.int64, len(ids)))
+                tokens.append(np.concatenate(ids).astype(np.int32))
+                pairs = [label_arrays(r) for r in part]
+                labels.append(np.stack([p[0] for p in pairs]))
+                label_mask.append(np.stack([p[1] for p in pairs]))
+                sampled += [r for i, r in enumerate(part, start=start) if sample is None or i in sample]
+                start += len(part)
                 bar.update(len(part))
-        tokens = np.concatenate(chunks).astype(np.int32) if chunks else np.zeros(0, np.int32)
-        for name, array in zip(_ARRAYS, (tokens, offsets, labels, label_mask), strict=True):
+        count = int(sum(map(len, lengths)))
+        if count != total:
+            raise ValueError(f"{count} records were read for the token cache where {total} were counted: did the input change?")
+        offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]) if lengths else np.zeros(1, np.int64)
+        arrays = (
+            np.concatenate(tokens) if tokens else np.zeros(0, np.int32),
+            offsets.astype(np.int64),
+            np.concatenate(labels) if labels else np.zeros((0, NUM_DIMENSIONS), np.float32),
+            np.concatenate(label_mask) if label_mask else np.zeros((0, NUM_DIMENSIONS), np.float32),
+        )
+        for name, array in zip(_ARRAYS, arrays, strict=True):
             np.save(staging / f"{name}.npy", array)
-        (staging / "meta.json").write_text(json.dumps({"examples": len(records), "tokens": len(tokens), "version": FORMAT_VERSION}))
+        truncated = count_truncated(encoder, sampled)["truncated"] * count / max(len(sampled), 1)
+        truncation = {"truncated": round(truncated), "of": count, "sampled": len(sampled) < count}
+        meta = {"examples": count, "tokens": int(offsets[-1]), "version": FORMAT_VERSION, "truncation": truncation}
+        (staging / "meta.json").write_text(json.dumps(meta))
         try:
             os.replace(staging, directory)
         except OSError:  # another process finished the same cache first: use that one
@@ -130,11 +187,13 @@ def build(records: Sequence[Record], encoder: RecordEncoder, directory: str | Pa
 
 
 def cached_examples(
-    records: Sequence[Record], encoder: RecordEncoder, root: str | Path, *, split: str = "data", progress: bool = False
+    records: Iterable[Record], encoder: RecordEncoder, root: str | Path, *, split: str = "data", progress: bool = False
 ) -> tuple[TokenCache, bool]:
     """The cache of ``records`` under ``root``: reused when its fingerprint exists, else built.
-    Returns the cache and whether it was built now."""
-    directory = Path(root) / f"{split}-{fingerprint(records, encoder)}"
+    ``records`` is read in passes (a list, or a re-iterable stream such as
+    :class:`omnidistill.data.sources.RecordStream`). Returns the cache and whether it was built now."""
+    digest, count = _fingerprint_and_count(records, encoder)
+    directory = Path(root) / f"{split}-{digest}"
     if (directory / "meta.json").exists():
         return TokenCache.open(directory), False
-    return build(records, encoder, directory, progress=progress), True
+    return build(records, encoder, directory, total=count, progress=progress), True

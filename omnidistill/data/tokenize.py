@@ -133,6 +133,10 @@ def label_arrays(record: Record) -> tuple[np.ndarray, np.ndarray]:
     return labels, mask
 
 
+TRUNCATION_SAMPLE = 20_000
+"""Training records whose untruncated length is measured to estimate how many inputs are truncated."""
+
+
 def count_truncated(
     encoder: RecordEncoder, records: list[Record], *, sample: int | None = None, seed: int = 0, lengths: list[int] | None = None
 ) -> dict[str, Any]:

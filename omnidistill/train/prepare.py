@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from omnidistill.config import Config, ConfigError
-from omnidistill.data.splits import load_split
+from omnidistill.data.sources import RecordStream
+from omnidistill.data.splits import stream_split
 from omnidistill.data.token_cache import cached_examples
 from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.models.loader import load_tokenizer
@@ -32,8 +33,8 @@ def prepare_caches(cfg: Config, splits: tuple[str, ...] = ("train", "dev", "test
     encoder = RecordEncoder.from_config(run_tokenizer(cfg), cfg.data)
     rows = []
     for split in splits:
-        records, skipped = load_split(cfg.data, split)
-        if not len(records):
+        records = stream_split(cfg.data, split)  # streamed through, never held
+        if not isinstance(records, RecordStream) and not len(records):
             continue
         start = time.perf_counter()
         cache, built = cached_examples(records, encoder, cfg.data.token_cache, split=split, progress=True)
@@ -41,7 +42,7 @@ def prepare_caches(cfg: Config, splits: tuple[str, ...] = ("train", "dev", "test
             {
                 "split": split,
                 "examples": len(cache),
-                "skipped": skipped,
+                "skipped": getattr(records, "skipped", 0),
                 "tokens": int(cache.offsets[-1]),
                 "folder": str(cache.directory),
                 "built": built,

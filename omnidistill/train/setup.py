@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,9 @@ from flax import nnx
 from omnidistill.config import Config
 from omnidistill.data.pipeline import PackSpec, packed_train_dataset, train_dataset, with_workers
 from omnidistill.data.schema import Record
-from omnidistill.data.splits import load_split
-from omnidistill.data.tokenize import RecordEncoder, count_truncated
+from omnidistill.data.splits import load_split, stream_split
+from omnidistill.data.token_cache import TokenCache, cached_examples
+from omnidistill.data.tokenize import TRUNCATION_SAMPLE, RecordEncoder, count_truncated
 from omnidistill.models.hf_io import set_params, unrolled_shapes
 from omnidistill.models.loader import LoadedModel, load_model
 from omnidistill.models.registry import get_family
@@ -53,14 +54,17 @@ def check_batching(cfg: Config, n_batch_shards: int, process_count: int) -> None
         raise TrainError(f"train.batch_size={b} must be divisible by the number of processes ({process_count})")
 
 
-def mean_example_tokens(records: list, encoder: RecordEncoder, seed: int, sample: int = 2048) -> float:
-    """Mean token count of the training inputs, from a seeded sample of at most ``sample`` records."""
+def mean_example_tokens(records: Sequence[Record] | TokenCache, encoder: RecordEncoder, seed: int, sample: int = 2048) -> float:
+    """Mean token count of the training inputs, from a seeded sample of at most ``sample`` records
+    (the same sample's cached lengths when ``records`` is the token cache)."""
     rng = np.random.default_rng(seed)
     picks = rng.choice(len(records), size=min(sample, len(records)), replace=False)
+    if isinstance(records, TokenCache):
+        return float(np.mean(records.lengths[picks]))
     return float(np.mean([len(encoder.token_ids(records[int(i)])) for i in picks]))
 
 
-def steps_per_epoch(cfg: Config, records: list, encoder: RecordEncoder) -> int:
+def steps_per_epoch(cfg: Config, records: Sequence[Record] | TokenCache, encoder: RecordEncoder) -> int:
     """Optimizer steps per pass over the training records.
 
     Packed rows: the rows that a perfect packing of the epoch's tokens would fill (at least
@@ -74,14 +78,20 @@ def steps_per_epoch(cfg: Config, records: list, encoder: RecordEncoder) -> int:
     return max(1, math.ceil(rows / batch))
 
 
-def training_batches(cfg: Config, records: list, encoder: RecordEncoder) -> Any:
-    """The endless, resumable iterator of this process's training batches (plain or packed), read
-    from the split's token cache when ``data.token_cache`` names a folder."""
-    if cfg.data.token_cache:
-        from omnidistill.data.token_cache import cached_examples
+def training_records(cfg: Config, encoder: RecordEncoder) -> tuple[Sequence[Record] | TokenCache, int]:
+    """The training split and how many of its records were skipped as invalid. With
+    ``data.token_cache`` it is the split's token cache (built on first use): the records are streamed
+    through to fingerprint (and build) it and never held, so the process holds no object per record."""
+    if not cfg.data.token_cache:
+        return load_split(cfg.data, "train")
+    stream = stream_split(cfg.data, "train")
+    cache, built = cached_examples(stream, encoder, cfg.data.token_cache, split="train", progress=jax.process_index() == 0)
+    log.info("train tokens %s %s", "cached in" if built else "read from", cache.directory)
+    return cache, getattr(stream, "skipped", 0)
 
-        records, built = cached_examples(records, encoder, cfg.data.token_cache, split="train", progress=jax.process_index() == 0)
-        log.info("train tokens %s %s", "cached in" if built else "read from", records.directory)
+
+def training_batches(cfg: Config, records: Sequence[Record] | TokenCache, encoder: RecordEncoder) -> Any:
+    """The endless, resumable iterator of this process's training batches (plain or packed)."""
     read = grain.ReadOptions(num_threads=cfg.data.read_threads, prefetch_buffer_size=cfg.data.prefetch_buffer)
     where = dict(process_index=jax.process_index(), process_count=jax.process_count())
     if cfg.data.pack_length > 0:
@@ -99,13 +109,16 @@ def training_batches(cfg: Config, records: list, encoder: RecordEncoder) -> Any:
     return iter(with_workers(ds, cfg.data.workers))
 
 
-TRUNCATION_SAMPLE = 20_000
-
-
-def input_counts(encoder: RecordEncoder, train: list, dev: list, skipped: dict[str, int], seed: int) -> dict[str, dict]:
+def input_counts(
+    encoder: RecordEncoder, train: Sequence[Record] | TokenCache, dev: Sequence[Record], skipped: dict[str, int], seed: int
+) -> dict[str, dict]:
     """Skipped records and truncated inputs per split, with a warning for either (training counts
-    truncation on a seeded sample of at most 20,000 records)."""
-    truncation = {"train": count_truncated(encoder, train, sample=TRUNCATION_SAMPLE, seed=seed), "dev": count_truncated(encoder, dev)}
+    truncation on a seeded sample of at most 20,000 records; a token cache counted it when built)."""
+    if isinstance(train, TokenCache):
+        train_truncation = train.truncation
+    else:
+        train_truncation = count_truncated(encoder, train, sample=TRUNCATION_SAMPLE, seed=seed)
+    truncation = {"train": train_truncation, "dev": count_truncated(encoder, dev)}
     for split, t in truncation.items():
         if t["truncated"]:
             estimate = " (estimated from a sample)" if t["sampled"] else ""
@@ -145,8 +158,9 @@ class TrainRun:
     run_dir: Path
     mesh: Any
     encoder: RecordEncoder
-    train_records: list[Record]
-    dev_records: list[Record]
+    train_records: Sequence[Record] | TokenCache
+    """The training split's records, or its token cache (``data.token_cache``)."""
+    dev_records: Sequence[Record]
     skipped_records: int
     data_counts: dict[str, dict]
     """Per split: records skipped as invalid, and inputs truncated to data.max_length."""
@@ -219,7 +233,7 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     encoder = RecordEncoder.from_config(loaded.tokenizer, cfg.data)
     if not cfg.data.train and cfg.data.tfds is None:
         raise TrainError("data.train names no file (or set data.tfds)")
-    train_records, skipped = load_split(cfg.data, "train")
+    train_records, skipped = training_records(cfg, encoder)
     dev_records, dev_skipped = load_split(cfg.data, "dev")
     data_counts = input_counts(encoder, train_records, dev_records, {"train": skipped, "dev": dev_skipped}, cfg.train.seed)
     epoch_steps = steps_per_epoch(cfg, train_records, encoder)

@@ -1,10 +1,11 @@
 """Tokenization, truncation, bucketed padding, determinism and process sharding of the grain pipeline."""
 
+import grain
 import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from omnidistill.data.pipeline import bucket_length, eval_dataset, train_dataset
+from omnidistill.data.pipeline import ShuffledBatchIndices, bucket_length, eval_dataset, train_dataset
 from omnidistill.data.schema import Record
 from omnidistill.data.sources import read_records
 from omnidistill.data.tokenize import RecordEncoder, allocate
@@ -113,3 +114,13 @@ def test_reader_threads_do_not_change_the_batches(tokenizer, records):
         a, b = next(one), next(many)
         np.testing.assert_array_equal(a["index"], b["index"])
         np.testing.assert_array_equal(a["input_ids"], b["input_ids"])
+
+
+@pytest.mark.parametrize(("count", "global_batch", "seed"), [(37, 8, 0), (5, 16, 7), (2100, 16, 2**32 - 1)])
+def test_batch_indices_equal_grains_shuffle_across_epochs(count, global_batch, seed):
+    """The cached reader's one-call-per-batch indices are grain's shuffled, repeated, batched stream,
+    including batches that straddle two epochs (count not a multiple of the batch) and seed wrap-around."""
+    grains = grain.MapDataset.source(range(count)).shuffle(seed=seed).repeat(None).batch(global_batch, drop_remainder=True)
+    ours = ShuffledBatchIndices(count, seed=seed, global_batch=global_batch)
+    for b in [*range(12), 131, 10**6]:
+        np.testing.assert_array_equal(ours[b], np.asarray(grains[b]), err_msg=f"batch {b}")

@@ -1,11 +1,12 @@
 """Reading and validating JSONL / Parquet: malformed input names the file and line."""
 
 import json
+import tracemalloc
 
 import pytest
 
 from omnidistill.data.schema import DataError
-from omnidistill.data.sources import read_records
+from omnidistill.data.sources import RecordStream, read_records
 
 GOOD = {"id": "a", "task": "qa", "lang": "en", "question": "Q?", "candidate": "A.", "labels": {"informativeness": 4, "clarity": 5}}
 
@@ -78,3 +79,28 @@ def test_parquet_rows_are_read_and_validated(tmp_path):
         read_records(tmp_path / "d.parquet")
     records, skipped = read_records(tmp_path / "d.parquet", skip_invalid=True)
     assert [r.id for r in records] == ["a"] and skipped == 1
+
+
+def test_a_record_stream_reads_a_file_without_holding_it(tmp_path):
+    """RecordStream (the token cache's input) reads line by line: the memory it allocates while passing
+    over a 6 MB file stays far below the file's size (reading it whole, or splitting it into lines, did not)."""
+    filler = "x" * 300
+    path = write_lines(tmp_path / "big.jsonl", [json.dumps({**GOOD, "id": f"r{i}", "question": f"{filler} {i}?"}) for i in range(20_000)])
+    stream = RecordStream(path)
+    tracemalloc.start()
+    try:
+        count = sum(1 for _ in stream)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert count == 20_000 and stream.skipped == 0
+    assert peak < path.stat().st_size / 10, (peak, path.stat().st_size)
+
+
+def test_a_record_stream_counts_skipped_records_each_pass(tmp_path):
+    path = write_lines(tmp_path / "d.jsonl", [json.dumps(GOOD), "{not json", json.dumps({**GOOD, "id": "b"})])
+    stream = RecordStream(path, skip_invalid=True)
+    assert [r.id for r in stream] == ["a", "b"] and stream.skipped == 1
+    assert [r.id for r in stream] == ["a", "b"] and stream.skipped == 1  # re-iterable: the cache reads it twice
+    with pytest.raises(DataError, match=r"d\.jsonl:2: invalid JSON"):
+        list(RecordStream(path))

@@ -5,6 +5,7 @@ that is read, and training from the cache gives the same losses."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 from itertools import islice
 
@@ -13,11 +14,15 @@ import pytest
 from transformers import AutoTokenizer
 
 from omnidistill.cli import main
+from omnidistill.config import load_config
 from omnidistill.data import token_cache
 from omnidistill.data.pipeline import PackSpec, packed_train_dataset, train_dataset
+from omnidistill.data.schema import Record
 from omnidistill.data.sources import read_records
 from omnidistill.data.token_cache import TokenCache, cached_examples
-from omnidistill.data.tokenize import RecordEncoder
+from omnidistill.data.tokenize import RecordEncoder, count_truncated
+from omnidistill.train.prepare import run_tokenizer
+from omnidistill.train.setup import training_records
 
 
 @pytest.fixture(scope="module")
@@ -181,3 +186,34 @@ def test_packed_batches_split_over_processes_and_resume_exactly(tmp_path, encode
     again = iter(packed_train_dataset(cache, encoder, global_batch=4, **spec))
     again.set_state(state)
     assert_same_batches([next(again) for _ in range(3)], expected)
+
+
+def _live_records() -> int:
+    gc.collect()
+    return sum(isinstance(o, Record) for o in gc.get_objects())
+
+
+def test_a_training_split_read_through_the_cache_holds_no_record_objects(tmp_path, repo_root, sample_dir, tiny_tokenizer_dir):
+    """``training_records`` streams the file through the cache (fingerprint, then build) and keeps none
+    of its records; tokenizing on the fly keeps all of them (so the count would see a leak)."""
+    overrides = [f"data.train=[{sample_dir / 'train.jsonl'}]", f"model.tokenizer={tiny_tokenizer_dir}"]
+    cfg = load_config(repo_root / "configs" / "tiny.yaml", [*overrides, f"data.token_cache={tmp_path}"])
+    encoder = RecordEncoder.from_config(run_tokenizer(cfg), cfg.data)
+    before = _live_records()
+    for _ in range(2):  # built, then reused
+        cache, skipped = training_records(cfg, encoder)
+        assert isinstance(cache, TokenCache) and len(cache) == 2100 and skipped == 0
+        assert _live_records() == before
+    plain, _ = training_records(load_config(repo_root / "configs" / "tiny.yaml", overrides), encoder)
+    assert _live_records() == before + len(plain) == before + 2100
+
+
+@pytest.mark.parametrize("truncation", ["context_first", "right"])
+def test_the_cache_counts_truncated_inputs_as_count_truncated_does(tmp_path, tiny_tokenizer_dir, records, monkeypatch, truncation):
+    short = RecordEncoder(AutoTokenizer.from_pretrained(tiny_tokenizer_dir), max_length=40, truncation=truncation)
+    cache, _ = cached_examples(records, short, tmp_path / "all")
+    assert cache.truncation == count_truncated(short, records)
+    assert 0 < cache.truncation["truncated"] < len(records) and not cache.truncation["sampled"]
+    monkeypatch.setattr(token_cache, "TRUNCATION_SAMPLE", 300)  # over 300 records: measured on a seeded sample
+    sampled, _ = cached_examples(records, short, tmp_path / "sampled")
+    assert sampled.truncation == count_truncated(short, records, sample=300, seed=0) and sampled.truncation["sampled"]

@@ -1,5 +1,6 @@
 """Real multi-process training on CPU: 2 JAX processes (coordinator on 127.0.0.1) x 2 devices each, data
-sharded across processes, equal to one process with 4 devices."""
+sharded across processes (each reading its own rows from the token cache), equal to one process with
+4 devices tokenizing on the fly."""
 
 from __future__ import annotations
 
@@ -80,9 +81,13 @@ def single(tmp_path_factory, repo_root):
 
 
 def test_two_processes_equal_one(tmp_path, repo_root, single):
-    """Hybrid mesh: data parallel across the 2 processes (DCN granules) x 2 devices within each."""
+    """Hybrid mesh: data parallel across the 2 processes (DCN granules) x 2 devices within each. The two
+    processes read the token cache (both build it at once on first use; one rename wins) and each
+    collates only its own rows; the single process tokenizes the whole batch on the fly."""
     run = tmp_path / "multi"
-    run_multi(repo_root, run, "mesh.data=2", "mesh.dcn_data=2")
+    run_multi(repo_root, run, "mesh.data=2", "mesh.dcn_data=2", f"data.token_cache={tmp_path / 'tokens'}")
+    assert len(list((tmp_path / "tokens").glob("train-*/tokens.npy"))) == 1  # one finished cache, no leftovers
+    assert not [p for p in (tmp_path / "tokens").iterdir() if p.name.startswith(".")]
     for a, b in zip(final_params(run), final_params(single), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5, rtol=1e-5)
     multi_dev = json.loads((run / "best_metrics.json").read_text())["dev_mae"]
