@@ -109,7 +109,7 @@ def test_bench_pipeline_compares_the_cache_with_tokenizing_on_the_fly(repo_root,
         assert rows[what]["tokens_per_s"] > 0
     assert "prepare (tokenize into the cache)" in rows and len(list(tmp_path.iterdir())) == 2  # 300 records and a tenth
     readers = [r for what, r in rows.items() if what.startswith("cache reader process")]
-    assert len(readers) == 2 and all(r["peak_rss_gb"] > 0 for r in readers)
+    assert len(readers) == 2 and all(r["peak_rss_gb"] > 0 and r["anon_gb"] > 0 for r in readers)
 
 
 def test_bench_compile_reports_both_layouts(repo_root):

@@ -8,10 +8,12 @@ and written to a JSONL file. Prints one JSON line per measurement and a Markdown
 
 Figures are host-side only (no model): real (non-padding) tokens per second and examples per second
 of the batches a training process receives, the time ``omnidistill prepare`` takes for the file,
-and peak resident memory: of this process (which holds the records for the on-the-fly rows), and of
-a fresh training-side process that opens the split through the cache (``training_records``, which
-streams the file to check the fingerprint) and reads 500 batches, at ``--records`` and at a tenth of
-them: flat in the number of records.
+and memory: the peak resident set of this process (which holds the records for the on-the-fly
+rows), and of a fresh training-side process that opens the split through the cache
+(``training_records``, which streams the file to check the fingerprint) and reads 500 batches, at
+``--records`` and at a tenth of them. That process's own memory (``RssAnon``: heap, no file pages)
+is flat in the number of records; its peak resident set also counts the cache pages it touched,
+which the kernel can drop.
 """
 
 from __future__ import annotations
@@ -53,8 +55,11 @@ cache, _ = training_records(cfg, encoder)
 opened = time.perf_counter() - start
 for _ in islice(training_batches(cfg, cache, encoder), 500):
     pass
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-print(json.dumps({"examples": len(cache), "open_s": round(opened, 2), "peak_rss_gb": round(rss, 2)}))
+# /proc, not ru_maxrss: on Linux a child's ru_maxrss starts from its parent's resident set at fork.
+# VmHWM: peak resident set; RssAnon: the process's own (heap) memory, without the cache's file pages
+status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+gb = {key: round(int(status[key].split()[0]) / 2**20, 3) for key in ("VmHWM", "RssAnon", "RssFile")}
+print(json.dumps({"examples": len(cache), "open_s": round(opened, 2), **gb}))
 """
 
 
@@ -132,15 +137,15 @@ def main() -> None:
     for n, path in ((args.records, data), (max(args.batch, args.records // 10), tenth)):
         reader = cache_reader(args.config, [*overrides, f"data.train=[{path}]"])
         what = f"cache reader process, {n:,} records (open: stream + fingerprint)"
-        rows.append({"what": what, "seconds": reader["open_s"], "peak_rss_gb": reader["peak_rss_gb"]})
+        rows.append({"what": what, "seconds": reader["open_s"], "peak_rss_gb": reader["VmHWM"], "anon_gb": reader["RssAnon"]})
     shutil.rmtree(work, ignore_errors=True)  # the replicated files, and the cache unless --cache-dir named one
 
     for row in rows:
         print(json.dumps(row))
     print(f"\n{args.records} records, batch {args.batch}, {cfg.data.read_threads} read threads\n")
-    print("| what | examples/s | real tokens/s | seconds | peak RSS (GB) |\n|---|---:|---:|---:|---:|")
+    print("| what | examples/s | real tokens/s | seconds | peak RSS (GB) | own memory (GB) |\n|---|---:|---:|---:|---:|---:|")
     for row in rows:
-        cells = [row.get("examples_per_s", ""), row.get("tokens_per_s", ""), row.get("seconds", ""), row.get("peak_rss_gb", "")]
+        cells = [row.get(key, "") for key in ("examples_per_s", "tokens_per_s", "seconds", "peak_rss_gb", "anon_gb")]
         print(f"| {row['what']} | " + " | ".join(f"{c:,}" if isinstance(c, int) else str(c) for c in cells) + " |")
 
 

@@ -29,9 +29,10 @@ def _jsonl_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
         f = path.open("rb")
     except OSError as err:
         raise DataError(f"{path}: cannot read: {err.strerror or err}") from None
+    name = str(path)  # once: an epath's str() costs a path join
     with f:
         for lineno, line in enumerate(f, start=1):
-            where = f"{path}:{lineno}"
+            where = f"{name}:{lineno}"
             line = line.removesuffix(b"\n").removesuffix(b"\r")
             if lineno == 1:
                 line = line.removeprefix(b"\xef\xbb\xbf")

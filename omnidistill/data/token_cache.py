@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from omnidistill.data.schema import Record
-from omnidistill.data.tokenize import TRUNCATION_SAMPLE, RecordEncoder, count_truncated, label_arrays
+from omnidistill.data.tokenize import TRUNCATION_SAMPLE, RecordEncoder, count_truncated, label_matrix
 from omnidistill.dimensions import NUM_DIMENSIONS
 
 FORMAT_VERSION = 2
@@ -153,9 +153,9 @@ def build(
                 ids = encoder.token_ids_many(part)
                 lengths.append(np.fromiter(map(len, ids), np.int64, len(ids)))
                 tokens.append(np.concatenate(ids).astype(np.int32))
-                pairs = [label_arrays(r) for r in part]
-                labels.append(np.stack([p[0] for p in pairs]))
-                label_mask.append(np.stack([p[1] for p in pairs]))
+                part_labels, part_mask = label_matrix(part)
+                labels.append(part_labels)
+                label_mask.append(part_mask)
                 sampled += [r for i, r in enumerate(part, start=start) if sample is None or i in sample]
                 start += len(part)
                 bar.update(len(part))

@@ -133,6 +133,13 @@ def label_arrays(record: Record) -> tuple[np.ndarray, np.ndarray]:
     return labels, mask
 
 
+def label_matrix(records: Sequence[Record]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`label_arrays` of many records at once: float32 [N, 4] labels (0 where missing) and mask."""
+    values = np.array([[np.nan if v is None else v for v in r.labels] for r in records], dtype=np.float32).reshape(-1, NUM_DIMENSIONS)
+    missing = np.isnan(values)
+    return np.where(missing, np.float32(0), values), (~missing).astype(np.float32)
+
+
 TRUNCATION_SAMPLE = 20_000
 """Training records whose untruncated length is measured to estimate how many inputs are truncated."""
 
