@@ -32,3 +32,15 @@ def is_file(path: str | os.PathLike) -> bool:
         scheme = next((s for s in _PACKAGES if str(path).startswith(s)), "")
         package = _PACKAGES.get(scheme, "the filesystem package")
         raise StorageError(f"{path}: reading {scheme or 'this'} paths needs {package} (pip install {package}): {err}") from None
+
+
+def existing_file(path: str | os.PathLike, error: type[Exception], missing: str = "file not found") -> epath.Path:
+    """``path`` as an :class:`epath.Path` when it is an existing file; otherwise ``error`` naming it
+    (``"{path}: {missing}"``, or why its filesystem cannot be reached)."""
+    try:
+        found = is_file(path)
+    except StorageError as err:
+        raise error(str(err)) from None
+    if not found:
+        raise error(f"{path}: {missing}")
+    return input_path(path)

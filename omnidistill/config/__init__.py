@@ -410,15 +410,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     """Load ``path`` (YAML) and apply dotted overrides; validates every key and type."""
     data: dict[str, Any] = {}
     if path is not None:
-        from omnidistill.storage import StorageError, input_path, is_file
+        from omnidistill.storage import existing_file
 
-        try:
-            found = is_file(path)
-        except StorageError as err:
-            raise ConfigError(str(err)) from None
-        if not found:
-            raise ConfigError(f"{path}: config file not found")
-        path = input_path(path)
+        path = existing_file(path, ConfigError, "config file not found")
         try:
             loaded = yaml.safe_load(path.read_bytes().decode("utf-8"))
         except yaml.YAMLError as err:

@@ -15,6 +15,7 @@ import sys
 import grain
 import numpy as np
 
+from omnidistill.data.process_share import process_rows
 from omnidistill.data.token_cache import TokenCache
 from omnidistill.dimensions import NUM_DIMENSIONS
 
@@ -108,18 +109,15 @@ class PackedBatches(grain.MapDataset):
         process_count: int = 1,
     ):
         super().__init__()
-        if global_batch % process_count:
-            raise ValueError(f"global batch of {global_batch} rows does not split over {process_count} processes")
         self.cache, self.length, self.max_segments, self.pad_id = cache, length, max_segments, pad_id
         self.plan = PackingPlan(np.asarray(cache.lengths, np.int32), length=length, max_segments=max_segments, seed=seed, window=window)
-        self.global_batch, self.per = global_batch, global_batch // process_count
-        self.first = process_index * self.per
+        self.global_batch, self.rows = global_batch, process_rows(global_batch, process_index, process_count)
 
     def __len__(self) -> int:
         return sys.maxsize
 
     def __getitem__(self, batch: int) -> dict[str, np.ndarray]:  # type: ignore[override]
-        numbers = range(batch * self.global_batch + self.first, batch * self.global_batch + self.first + self.per)
+        numbers = range(batch * self.global_batch + self.rows.start, batch * self.global_batch + self.rows.stop)
         rows = [packed_row_from_cache(self.cache, self.plan.row(r), self.length, self.max_segments, self.pad_id) for r in numbers]
         return {key: np.stack([row[key] for row in rows]) for key in rows[0]}
 

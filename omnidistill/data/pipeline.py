@@ -19,6 +19,7 @@ from functools import partial
 import grain
 import numpy as np
 
+from omnidistill.data.process_share import process_rows
 from omnidistill.data.schema import Record
 from omnidistill.data.token_cache import TokenCache
 from omnidistill.data.tokenize import RecordEncoder
@@ -62,11 +63,8 @@ def collate(examples: Sequence[dict[str, np.ndarray]], *, pad_id: int, buckets: 
 
 def process_slice(batch: dict[str, np.ndarray], process_index: int, process_count: int) -> dict[str, np.ndarray]:
     """This process's contiguous share of a global batch."""
-    rows = batch["input_ids"].shape[0]
-    if rows % process_count:
-        raise ValueError(f"global batch of {rows} rows does not split over {process_count} processes")
-    per = rows // process_count
-    return {k: v[process_index * per : (process_index + 1) * per] for k, v in batch.items()}
+    rows = process_rows(batch["input_ids"].shape[0], process_index, process_count)
+    return {k: v[rows] for k, v in batch.items()}
 
 
 def _with_record_index(count: int, index: int, record: Record) -> tuple[int, Record]:
@@ -120,17 +118,15 @@ class _OwnRows(grain.transforms.Map):
     global batch (decided from the cached lengths, which every process reads without tokens)."""
 
     def __init__(self, cache: TokenCache, pad_id: int, buckets: Sequence[int], global_batch: int, process_index: int, process_count: int):
-        if global_batch % process_count:
-            raise ValueError(f"global batch of {global_batch} rows does not split over {process_count} processes")
+        self.rows = process_rows(global_batch, process_index, process_count)
         self.cache, self.pad_id, self.buckets = cache, pad_id, tuple(buckets)
         self.lengths = np.asarray(cache.lengths, np.int32)  # 4 bytes per example, read once
-        self.per = global_batch // process_count
-        self.first = process_index * self.per
+        self.per = self.rows.stop - self.rows.start
 
     def map(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         """The rows :func:`collate` would give for this process's share, filled straight from the arrays."""
         seq = bucket_length(int(self.lengths[indices].max()), self.buckets)
-        own = np.asarray(indices[self.first : self.first + self.per], np.int64)
+        own = np.asarray(indices[self.rows], np.int64)
         ids = np.full((self.per, seq), self.pad_id, np.int32)
         attention = np.zeros((self.per, seq), np.int32)
         offsets, tokens = self.cache.offsets, self.cache.tokens

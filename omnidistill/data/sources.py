@@ -15,7 +15,7 @@ from typing import Any
 from etils import epath
 
 from omnidistill.data.schema import DataError, Record, validate_record
-from omnidistill.storage import StorageError, input_path, is_file
+from omnidistill.storage import existing_file
 
 log = logging.getLogger(__name__)
 
@@ -119,13 +119,7 @@ def _csv_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
 def iter_objects(path: str | Path) -> Iterator[tuple[str, Any]]:
     """(location, decoded object or DataError) for every record of a JSONL, CSV or Parquet file, local or
     in a bucket (``gs://``; :mod:`omnidistill.storage`)."""
-    try:
-        found = is_file(path)
-    except StorageError as err:
-        raise DataError(str(err)) from None
-    if not found:
-        raise DataError(f"{path}: file not found")
-    path = input_path(path)
+    path = existing_file(path, DataError)
     if path.suffix == ".parquet":
         return _parquet_objects(path)
     if path.suffix in (".jsonl", ".json", ".ndjson"):

@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
@@ -71,8 +72,8 @@ def param_dict(model: nnx.Module) -> dict[Any, Any]:
 
 def unrolled_shapes(model: nnx.Module) -> dict[tuple[Any, ...], tuple[int, ...]]:
     """Shape of every parameter, by its path in the unrolled layout (``encoder/layers/<n>/...``)."""
-    tree = unstack_layers(nnx.state(model, nnx.Param).to_pure_dict())
-    return {path: tuple(np.shape(leaf)) for path, leaf in nnx.traversals.flatten_mapping(tree).items()}
+    tree = jax.eval_shape(unstack_layers, nnx.state(model, nnx.Param).to_pure_dict())  # shapes only: no layer is sliced
+    return {path: tuple(leaf.shape) for path, leaf in nnx.traversals.flatten_mapping(tree).items()}
 
 
 def set_params(model: nnx.Module, params: dict[Any, Any]) -> None:

@@ -124,3 +124,13 @@ def test_batch_indices_equal_grains_shuffle_across_epochs(count, global_batch, s
     ours = ShuffledBatchIndices(count, seed=seed, global_batch=global_batch)
     for b in [*range(12), 131, 10**6]:
         np.testing.assert_array_equal(ours[b], np.asarray(grains[b]), err_msg=f"batch {b}")
+
+
+def test_process_rows_split_a_global_batch_or_refuse_by_name():
+    from omnidistill.data.process_share import process_rows
+
+    assert [process_rows(8, i, 4) for i in range(4)] == [slice(0, 2), slice(2, 4), slice(4, 6), slice(6, 8)]
+    with pytest.raises(ValueError, match="global batch of 8 rows does not split over 3 processes"):
+        process_rows(8, 0, 3)
+    with pytest.raises(ValueError, match="process 2 is not one of 2 processes"):
+        process_rows(8, 2, 2)
