@@ -15,6 +15,13 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files holding a ``slow`` test run first (order kept otherwise): the parallel workers, which
+    take whole files, then end on short files together instead of one worker finishing a long one."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO

@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 
 def run(repo_root, tool, *args):
     done = subprocess.run(
@@ -17,6 +19,7 @@ def run(repo_root, tool, *args):
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
+@pytest.mark.slow
 def test_bench_train_every_family(repo_root):
     rows = run(repo_root, "bench_train.py", "--batch", "8", "--seq", "64", "--dtype", "float32")
     cases = [r for r in rows if "model" in r]

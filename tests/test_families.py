@@ -14,6 +14,7 @@ HAS_OMNISCORE = importlib.util.find_spec("omniscore") is not None
 DECODER_POOLING = {"qwen3": "last_token", "qwen2": "last_token", "gemma3": "mean"}  # only the omniscore format holds these
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["bert", "modernbert", "deberta_v2", "xlm_roberta", "qwen3", "qwen2", "gemma3"])
 def test_tiny_default_switched_to_family_trains_and_exports(tmp_path, repo_root, family):
     decoder = family in DECODER_POOLING

@@ -21,6 +21,7 @@ def _labels(path):
     return rows, np.array([[np.nan if r["labels"].get(d) is None else r["labels"][d] for d in DIMS] for r in rows])
 
 
+@pytest.mark.slow
 def test_the_tiny_default_beats_the_mean_baseline_clearly(tmp_path, repo_root, monkeypatch):
     monkeypatch.chdir(repo_root)  # the config's relative paths, as command 1 runs it
     run = tmp_path / "tiny"

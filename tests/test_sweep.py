@@ -9,6 +9,7 @@ from omnidistill.config import ConfigError
 from omnidistill.sweep import load_sweep
 
 
+@pytest.mark.slow
 def test_shipped_heads_sweep_runs(repo_root, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(repo_root)
     out = tmp_path / "sweep"

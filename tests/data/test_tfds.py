@@ -42,6 +42,7 @@ def test_schema_builder_round_trips_the_sample(schema_dir, sample_dir):
             assert record.group_id == want.group_id
 
 
+@pytest.mark.slow
 def test_train_and_eval_from_tfds(schema_dir, repo_root, tmp_path):
     run = tmp_path / "run"
     args = [

@@ -103,6 +103,7 @@ def test_an_interrupted_build_leaves_no_cache(tmp_path, encoder, records, monkey
     assert built and len(TokenCache.open(cache.directory)) == 50
 
 
+@pytest.mark.slow
 def test_prepare_then_train_reads_the_cache_and_trains_identically(tmp_path, repo_root, monkeypatch):
     monkeypatch.chdir(repo_root)
     common = ["train.max_steps=6", "train.eval_every_steps=6", "train.log_every_steps=1", "mesh.data=2", "mesh.fsdp=4"]

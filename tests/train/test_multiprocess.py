@@ -80,6 +80,7 @@ def single(tmp_path_factory, repo_root):
     return run
 
 
+@pytest.mark.slow
 def test_two_processes_equal_one(tmp_path, repo_root, single):
     """Hybrid mesh: data parallel across the 2 processes (DCN granules) x 2 devices within each. The two
     processes read the token cache (both build it at once on first use; one rename wins) and each

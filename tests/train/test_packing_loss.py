@@ -90,6 +90,7 @@ def loss_and_grads(family, pooling, batch, loss_cfg):
     return float(total), float(count), float(abs_err), grads
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "family,pooling",
     [

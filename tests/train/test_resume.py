@@ -85,6 +85,7 @@ def assert_bit_identical(a, b):
         assert np.array_equal(np.asarray(x), np.asarray(y))
 
 
+@pytest.mark.slow
 def test_sigterm_then_sigkill_then_resume_is_bit_identical(tmp_path, repo_root, uninterrupted):
     """Preempted (SIGTERM: checkpoint + clean exit), resumed, killed hard (SIGKILL), resumed: the final
     parameters equal an uninterrupted run's bit for bit. The interruption steps are random."""

@@ -8,6 +8,7 @@ import json
 
 import jax
 import numpy as np
+import pytest
 from flax import nnx
 
 from omnidistill.cli import main
@@ -40,6 +41,7 @@ def losses(run):
     return [r["loss"] for r in map(json.loads, (run / "train_log.jsonl").read_text().splitlines()) if "loss" in r]
 
 
+@pytest.mark.slow
 def test_scanned_training_matches_unrolled_and_converts_both_ways(tmp_path, repo_root, capsys):
     scanned, unrolled = tmp_path / "scanned", tmp_path / "unrolled"
     assert main(train_args(repo_root, scanned, "model.scan_layers=true")) == 0

@@ -42,6 +42,7 @@ def test_eight_devices_are_available():
     assert jax.device_count() == 8, "tests expect XLA_FLAGS=--xla_force_host_platform_device_count=8"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("axes", [dict(data=8), dict(data=2, fsdp=2, tensor=2), dict(data=1, fsdp=4, tensor=2)])
 def test_sharded_step_matches_single_device(repo_root, axes):
     single = run_steps(repo_root, build_mesh(MeshConfig(data=1), devices=jax.devices()[:1]))
