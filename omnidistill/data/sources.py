@@ -63,6 +63,7 @@ def _parquet_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
         batches = pq.ParquetFile(f).iter_batches(batch_size=PARQUET_BATCH_ROWS)
     except Exception as err:  # pyarrow raises several error types for corrupt files
         raise DataError(f"{path}: cannot read Parquet: {err}") from None
+    name = str(path)  # once: an epath's str() costs a path join
     with f:
         i = 0
         while True:
@@ -73,7 +74,7 @@ def _parquet_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
             if batch is None:
                 return
             for row in batch.to_pylist():
-                yield f"{path}:row {i}", {k: _drop_nulls(v) for k, v in row.items() if v is not None}
+                yield f"{name}:row {i}", {k: _drop_nulls(v) for k, v in row.items() if v is not None}
                 i += 1
 
 

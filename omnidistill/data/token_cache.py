@@ -14,8 +14,8 @@ ever read.
 
 The records are read in passes (one to fingerprint, one more to build), never held whole: a
 training process that reads its split from the cache holds the memory-mapped arrays and no Python
-object per record. ``meta.json`` records the count of inputs truncated to ``max_length`` (exact
-over a seeded sample of at most 20,000, as :func:`omnidistill.data.tokenize.count_truncated`).
+object per record. ``meta.json`` records the count of inputs truncated to ``max_length`` (exact, or
+over the seeded sample of 20,000 that :func:`omnidistill.data.tokenize.count_truncated` would take).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from omnidistill.data.schema import Record
-from omnidistill.data.tokenize import TRUNCATION_SAMPLE, RecordEncoder, count_truncated, label_matrix
+from omnidistill.data.tokenize import TRUNCATION_SAMPLE, RecordEncoder, label_matrix, sample_positions, truncation_estimate
 from omnidistill.dimensions import NUM_DIMENSIONS
 
 FORMAT_VERSION = 2
@@ -99,7 +99,8 @@ def _settings(encoder: RecordEncoder) -> dict[str, Any]:
     }
 
 
-def _fingerprint_and_count(records: Iterable[Record], encoder: RecordEncoder) -> tuple[str, int]:
+def fingerprint(records: Iterable[Record], encoder: RecordEncoder) -> tuple[str, int]:
+    """Hex digest of everything that determines the cached arrays, and the number of records (one pass)."""
     h = hashlib.sha256()
     h.update(json.dumps(_settings(encoder), sort_keys=True, default=str).encode())
     h.update(_tokenizer_definition(encoder.tokenizer).encode())
@@ -112,43 +113,26 @@ def _fingerprint_and_count(records: Iterable[Record], encoder: RecordEncoder) ->
     return h.hexdigest()[:32], count
 
 
-def fingerprint(records: Iterable[Record], encoder: RecordEncoder) -> str:
-    """Hex digest of everything that determines the cached arrays (one pass over ``records``)."""
-    return _fingerprint_and_count(records, encoder)[0]
-
-
 def _chunks(records: Iterable[Record]) -> Iterator[list[Record]]:
     it = iter(records)
     while part := list(islice(it, CHUNK)):
         yield part
 
 
-def _truncation_sample(total: int) -> set[int] | None:
-    """Positions whose untruncated length is measured (seeded; None: all of them)."""
-    if total <= TRUNCATION_SAMPLE:
-        return None
-    return set(np.random.default_rng(0).choice(total, size=TRUNCATION_SAMPLE, replace=False).tolist())
-
-
-def build(
-    records: Iterable[Record], encoder: RecordEncoder, directory: str | Path, *, total: int | None = None, progress: bool = False
-) -> TokenCache:
-    """Tokenize ``records`` (one pass, ``total`` of them if known) into a new cache at ``directory``,
-    written atomically."""
+def build(records: Iterable[Record], encoder: RecordEncoder, directory: str | Path, *, total: int, progress: bool = False) -> TokenCache:
+    """Tokenize ``records`` (one pass over ``total`` of them, as :func:`fingerprint` counted) into a new
+    cache at ``directory``, written atomically."""
     from tqdm import tqdm
 
-    if total is None:
-        records = list(records)
-        total = len(records)
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    sample = _truncation_sample(total)
+    sample = set(sample_positions(total, TRUNCATION_SAMPLE, seed=0).tolist())  # whose untruncated length is measured
     sampled: list[Record] = []
     try:
         lengths, tokens, labels, label_mask = [], [], [], []  # one array per chunk of CHUNK records
+        count = 0
         with tqdm(total=total, desc="tokenize", unit="ex", disable=not progress, dynamic_ncols=True) as bar:
-            start = 0
             for part in _chunks(records):
                 ids = encoder.token_ids_many(part)
                 lengths.append(np.fromiter(map(len, ids), np.int64, len(ids)))
@@ -156,10 +140,9 @@ def build(
                 part_labels, part_mask = label_matrix(part)
                 labels.append(part_labels)
                 label_mask.append(part_mask)
-                sampled += [r for i, r in enumerate(part, start=start) if sample is None or i in sample]
-                start += len(part)
+                sampled += [r for i, r in enumerate(part, start=count) if i in sample]
+                count += len(part)
                 bar.update(len(part))
-        count = int(sum(map(len, lengths)))
         if count != total:
             raise ValueError(f"{count} records were read for the token cache where {total} were counted: did the input change?")
         offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]) if lengths else np.zeros(1, np.int64)
@@ -171,8 +154,7 @@ def build(
         )
         for name, array in zip(_ARRAYS, arrays, strict=True):
             np.save(staging / f"{name}.npy", array)
-        truncated = count_truncated(encoder, sampled)["truncated"] * count / max(len(sampled), 1)
-        truncation = {"truncated": round(truncated), "of": count, "sampled": len(sampled) < count}
+        truncation = truncation_estimate(encoder, sampled, count)
         meta = {"examples": count, "tokens": int(offsets[-1]), "version": FORMAT_VERSION, "truncation": truncation}
         (staging / "meta.json").write_text(json.dumps(meta))
         try:
@@ -192,7 +174,7 @@ def cached_examples(
     """The cache of ``records`` under ``root``: reused when its fingerprint exists, else built.
     ``records`` is read in passes (a list, or a re-iterable stream such as
     :class:`omnidistill.data.sources.RecordStream`). Returns the cache and whether it was built now."""
-    digest, count = _fingerprint_and_count(records, encoder)
+    digest, count = fingerprint(records, encoder)
     directory = Path(root) / f"{split}-{digest}"
     if (directory / "meta.json").exists():
         return TokenCache.open(directory), False

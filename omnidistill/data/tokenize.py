@@ -153,12 +153,24 @@ def count_truncated(
     when ``sample`` is smaller than their number, over a seeded uniform sample (``sampled: true``; the
     count is then scaled to the whole set).
     """
-    picks = np.arange(len(records))
-    if sample is not None and len(records) > sample:
-        picks = np.sort(np.random.default_rng(seed).choice(len(records), size=sample, replace=False))
+    picks = sample_positions(len(records), sample, seed)
+    if len(picks) < len(records):
         lengths = None
+    return truncation_estimate(encoder, [records[int(i)] for i in picks], len(records), lengths)
+
+
+def sample_positions(total: int, sample: int | None, seed: int) -> np.ndarray:
+    """Sorted positions of a seeded uniform sample of ``sample`` out of ``total`` (all of them when
+    ``sample`` is None or not smaller)."""
+    if sample is None or total <= sample:
+        return np.arange(total)
+    return np.sort(np.random.default_rng(seed).choice(total, size=sample, replace=False))
+
+
+def truncation_estimate(encoder: RecordEncoder, sample: Sequence[Record], total: int, lengths: list[int] | None = None) -> dict[str, Any]:
+    """Truncated inputs among ``total``, counted on ``sample`` of them and scaled (exact when the
+    sample is all of them); ``lengths``: the sample's ``full_lengths`` if already computed."""
     if lengths is None:
-        lengths = encoder.full_lengths([records[int(i)] for i in picks])
+        lengths = encoder.full_lengths(list(sample))
     truncated = sum(n > encoder.max_length for n in lengths)
-    scale = len(records) / max(len(picks), 1)
-    return {"truncated": round(truncated * scale), "of": len(records), "sampled": len(picks) < len(records)}
+    return {"truncated": round(truncated * total / max(len(sample), 1)), "of": total, "sampled": len(sample) < total}

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from omnidistill.config import Config, ConfigError
-from omnidistill.data.sources import RecordStream
 from omnidistill.data.splits import stream_split
 from omnidistill.data.token_cache import cached_examples
 from omnidistill.data.tokenize import RecordEncoder
@@ -34,7 +33,7 @@ def prepare_caches(cfg: Config, splits: tuple[str, ...] = ("train", "dev", "test
     rows = []
     for split in splits:
         records = stream_split(cfg.data, split)  # streamed through, never held
-        if not isinstance(records, RecordStream) and not len(records):
+        if not records:  # the split is absent (a RecordStream always names files)
             continue
         start = time.perf_counter()
         cache, built = cached_examples(records, encoder, cfg.data.token_cache, split=split, progress=True)
