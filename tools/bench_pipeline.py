@@ -64,7 +64,7 @@ print(json.dumps({"examples": len(cache), "open_s": round(opened, 2), **gb}))
 
 
 def replicate(path: Path, n: int) -> Path:
-    """``path``'s records cycled to ``n`` lines, each with its own id, written next to the cache."""
+    """The shipped sample's records cycled to ``n`` lines (each with its own id), written to ``path``."""
     rows = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line.strip()]
     with path.open("w", encoding="utf-8") as f:
         for i in range(n):
