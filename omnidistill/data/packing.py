@@ -11,6 +11,7 @@ checkpoints resumes exactly. Unlike grain's streaming packer, rows never mix two
 from __future__ import annotations
 
 import sys
+import threading
 
 import grain
 import numpy as np
@@ -40,7 +41,12 @@ def first_fit(lengths: np.ndarray, capacity: int, max_segments: int) -> list[lis
 
 
 class PackingPlan:
-    """Which cached examples make up each packed row, epoch after epoch (computed when first needed)."""
+    """Which cached examples make up each packed row, epoch after epoch (computed when first needed).
+
+    A pure function of the lengths, ``seed`` and the epoch: grain reads rows from several threads at
+    once, so epochs are planned under a lock (two threads planning at once would append epochs out
+    of order, and the rows, the padding and an exact resume would then depend on thread timing).
+    """
 
     def __init__(self, lengths: np.ndarray, *, length: int, max_segments: int, seed: int, window: int):
         if int(lengths.max(initial=0)) > length:
@@ -48,6 +54,15 @@ class PackingPlan:
         self.lengths, self.length, self.max_segments, self.seed, self.window = lengths, length, max_segments, seed, window
         self._epochs: list[list[np.ndarray]] = []
         self._starts = [0]  # first row number of each planned epoch
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        """Picklable for grain worker processes: the lock is not carried, each copy makes its own."""
+        return {key: value for key, value in self.__dict__.items() if key != "_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def _plan_epoch(self, epoch: int) -> list[np.ndarray]:
         order = np.random.default_rng([self.seed, epoch]).permutation(len(self.lengths))
@@ -59,11 +74,12 @@ class PackingPlan:
 
     def row(self, number: int) -> np.ndarray:
         """Cached example indices of packed row ``number``."""
-        while number >= self._starts[-1]:
-            self._epochs.append(self._plan_epoch(len(self._epochs)))
-            self._starts.append(self._starts[-1] + len(self._epochs[-1]))
-        epoch = int(np.searchsorted(self._starts, number, side="right")) - 1
-        return self._epochs[epoch][number - self._starts[epoch]]
+        with self._lock:
+            while number >= self._starts[-1]:
+                self._epochs.append(self._plan_epoch(len(self._epochs)))
+                self._starts.append(self._starts[-1] + len(self._epochs[-1]))
+            epoch = int(np.searchsorted(self._starts, number, side="right")) - 1
+            return self._epochs[epoch][number - self._starts[epoch]]
 
 
 def packed_row_from_cache(cache: TokenCache, members: np.ndarray, length: int, max_segments: int, pad_id: int) -> dict[str, np.ndarray]:

@@ -1,10 +1,15 @@
 """Packed training rows: every example intact in its own segment, little padding, deterministic,
 resumable, and split over processes like plain batches."""
 
+import pickle
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
+from omnidistill.data.packing import PackingPlan
 from omnidistill.data.pipeline import PackSpec, packed_train_dataset
 from omnidistill.data.sources import read_records
 from omnidistill.data.tokenize import RecordEncoder
@@ -114,3 +119,26 @@ def test_worker_processes_resume_exactly(encoder, records):
             np.testing.assert_array_equal(np.asarray(x[k]), np.asarray(y[k]))
         assert int(np.asarray(x["example_mask"]).sum()) >= 4
     again.close()
+
+
+class _SlowPlan(PackingPlan):
+    """Planning an epoch takes long enough for the reading threads to meet inside it."""
+
+    def _plan_epoch(self, epoch):
+        time.sleep(0.02)
+        return super()._plan_epoch(epoch)
+
+
+def test_a_packing_plan_read_from_many_threads_is_the_sequential_plan():
+    """grain reads rows from a thread pool: the rows must not depend on which thread plans an epoch
+    first (before the lock, two threads planned the same epoch and the epochs after it shifted)."""
+    lengths = np.random.default_rng(0).integers(5, 90, size=300).astype(np.int32)
+    spec = dict(length=192, max_segments=8, seed=5, window=32)
+    sequential = PackingPlan(lengths, **spec)
+    want = [sequential.row(n).tolist() for n in range(600)]
+    shared = _SlowPlan(lengths, **spec)
+    with ThreadPoolExecutor(16) as pool:
+        got = list(pool.map(lambda n: shared.row(n).tolist(), reversed(range(600))))[::-1]
+    assert got == want
+    again = pickle.loads(pickle.dumps(shared))  # grain worker processes get a copy with a lock of its own
+    assert [again.row(n).tolist() for n in range(600)] == want
