@@ -146,13 +146,17 @@ def test_staging_copies_data_and_configs_to_the_bucket_before_training(repo_root
 
 
 def test_worker_setup_builds_a_python_3_11_plus_environment_with_uv(repo_root, tmp_path):
-    """With uv present (stubbed: it records its calls and makes the venv's python), no installer is fetched."""
+    """With uv present (stubbed: it records its calls and makes the venv's python), no installer is fetched.
+
+    The stub's python is a script that runs the interpreter under test by its own path: a symlink to
+    it would lose a virtual environment's packages (Python finds ``pyvenv.cfg`` beside the link)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     uv = bin_dir / "uv"
     uv.write_text(
         '#!/usr/bin/env bash\nprintf "uv %s\\n" "$*" >> "$LOG"\n'
-        'if [[ "$1" == venv ]]; then mkdir -p "${@: -1}/bin"; ln -sf "$PYEXE" "${@: -1}/bin/python"; fi\n'
+        'if [[ "$1" == venv ]]; then mkdir -p "${@: -1}/bin"\n'
+        '  printf \'#!/usr/bin/env bash\\nexec "%s" "$@"\\n\' "$PYEXE" > "${@: -1}/bin/python"; chmod +x "${@: -1}/bin/python"; fi\n'
     )
     uv.chmod(0o755)
     env = {
