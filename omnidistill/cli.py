@@ -129,11 +129,29 @@ def _tfds_build(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from omnidistill.export.card_metadata import CardInfo
     from omnidistill.export.hf_export import export_run
+    from omnidistill.export.hub import HubTarget, plan_lines
 
+    hub_only = [flag for flag, value in (("--private", args.private), ("--revision", args.revision), ("--dry-run", args.dry_run)) if value]
+    if hub_only and not args.push_to_hub:
+        raise ValueError(f"{', '.join(hub_only)} need --push-to-hub REPO")
+    hub = (
+        HubTarget(args.push_to_hub, private=args.private, revision=args.revision, commit_message=args.commit_message)
+        if args.push_to_hub
+        else None
+    )
+    card = CardInfo(license=args.license, datasets=tuple(args.dataset), teacher=args.teacher)
     verify = None if args.verify == "auto" else args.verify == "on"
     summary = export_run(
-        args.run_dir, args.out_dir, checkpoint=args.checkpoint, verify=verify, push_to_hub=args.push_to_hub, folder_format=args.format
+        args.run_dir,
+        args.out_dir,
+        checkpoint=args.checkpoint,
+        verify=verify,
+        hub=hub,
+        dry_run=args.dry_run,
+        folder_format=args.format,
+        card=card,
     )
     check = (
         f"verified with {summary['verified_with']} (max |score diff| {summary['max_abs_diff']:.1e})"
@@ -141,8 +159,9 @@ def _export(args: argparse.Namespace) -> int:
         else "not verified"
     )
     print(f"exported step {summary['step']} as {summary['format']} to {summary['out_dir']} ({summary['tensors']} tensors, {check})")
-    if "hub_url" in summary:
-        print(f"pushed: {summary['hub_url']}")
+    if "hub" in summary:
+        pushed = summary["hub"]
+        print("\n".join(plan_lines(pushed)) if pushed["dry_run"] else f"pushed to {pushed['url']}: {pushed['commit_url']}")
     return 0
 
 
@@ -274,7 +293,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="hf: transformers *ForSequenceClassification; omniscore: the omniscore package's OmniScoreModel; "
         "auto (default): hf where the head fits a transformers class, else omniscore",
     )
-    p.add_argument("--push-to-hub", metavar="REPO", help="upload to this Hub repo (token from the HF_TOKEN environment variable)")
+    p.add_argument("--push-to-hub", metavar="REPO", help="upload to this Hub repo (token: HF_TOKEN, else the one saved by `hf auth login`)")
+    p.add_argument("--private", action="store_true", help="create the Hub repo private (an existing repo keeps its visibility)")
+    p.add_argument("--revision", metavar="BRANCH", help="upload to this branch of the Hub repo (created from main if missing)")
+    p.add_argument("--commit-message", default="Upload omnidistill scorer", help="the Hub commit message")
+    p.add_argument("--dry-run", action="store_true", help="list what --push-to-hub would upload where, and upload nothing")
+    p.add_argument("--license", default="apache-2.0", help="Hub license id for the model card (match the base model's; default apache-2.0)")
+    p.add_argument("--dataset", action="append", default=[], metavar="ID", help="Hub dataset id for the model card (repeatable)")
+    p.add_argument("--teacher", help="the judge that labelled the data, for the model card (default: as recorded by `omnidistill label`)")
     p.set_defaults(func=_export)
 
     p = sub.add_parser("import", help="turn a Hugging Face PyTorch model into a run directory")

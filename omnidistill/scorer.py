@@ -35,6 +35,30 @@ from omnidistill.runs.run_dir import is_run_directory
 log = logging.getLogger(__name__)
 
 
+@dataclasses.dataclass(frozen=True)
+class ScoreResult:
+    """Scores in the ``omniscore`` package's result shape (its ``OmniScoreResult``), for code written for it."""
+
+    score_names: tuple[str, ...]
+    scores: np.ndarray
+    """[N, len(score_names)], in input order."""
+
+    @property
+    def overall(self) -> np.ndarray:
+        """The mean of the dimensions, per item."""
+        return self.scores.mean(axis=1)
+
+    def mean(self) -> dict[str, float]:
+        """Each dimension's mean over the items, and ``overall``."""
+        out = {name: float(v) for name, v in zip(self.score_names, self.scores.mean(axis=0), strict=True)}
+        out["overall"] = float(self.overall.mean())
+        return out
+
+    def to_list(self) -> list[dict[str, float]]:
+        """One dict per item: its scores and their mean (``overall``)."""
+        return [{**dict(zip(self.score_names, map(float, row), strict=True)), "overall": float(row.mean())} for row in self.scores]
+
+
 @dataclasses.dataclass
 class Scorer:
     """A loaded model: parameters, graph, tokenizer, the run's input settings and the batch size."""
@@ -105,36 +129,82 @@ class Scorer:
 
     def score(
         self,
-        candidates: Sequence[str],
-        sources: Sequence[str | None] | None = None,
-        references: Sequence[str | None] | None = None,
-        questions: Sequence[str | None] | None = None,
+        candidates: Sequence[str] | None = None,
+        sources: Sequence[str | None] | str | None = None,
+        references: Sequence[str | None] | str | None = None,
+        questions: Sequence[str | None] | str | None = None,
         tasks: Sequence[str] | str | None = None,
         langs: Sequence[str] | str | None = None,
-    ) -> list[dict[str, float] | None]:
-        """Four scores per candidate (``None`` for an empty candidate, with a warning)."""
-        n = len(candidates)
+        *,
+        contexts: Sequence[str | None] | str | None = None,
+        titles: Sequence[str | None] | str | None = None,
+        ids: Sequence[str] | None = None,
+        datasets: Sequence[str | None] | str | None = None,
+        src_langs: Sequence[str | None] | str | None = None,
+        tgt_langs: Sequence[str | None] | str | None = None,
+        group_ids: Sequence[str | None] | str | None = None,
+        predictions: Sequence[str] | str | None = None,
+        batch_size: int | None = None,
+        max_length: int | None = None,
+    ) -> list[dict[str, float] | None] | ScoreResult:
+        """Four scores per candidate (``None`` for an empty candidate, with a warning).
+
+        Every field of the record schema can be given as a column (one value per candidate, or one
+        value for all): the text fields (``questions``, ``sources``, ``references``, ``contexts``,
+        ``titles``, and ``tasks`` where the input format has a task line) build the input text exactly
+        as in training; the others only label the items.
+
+        The ``omniscore`` package's call also works unchanged: ``score(predictions, sources=...,
+        references=..., tasks=...)`` returns a :class:`ScoreResult` like its ``OmniScoreResult``
+        (``score_names``, ``scores`` [N, 4], ``to_list()``, ``mean()``). ``batch_size`` is honoured;
+        ``max_length`` must be the model's own (the length it was trained and exported with).
+        """
+        if (candidates is None) == (predictions is None):
+            raise ValueError("pass candidates= (omnidistill) or predictions= (the omniscore package's call), exactly one")
+        if max_length is not None and max_length != self.max_length:
+            raise ValueError(f"max_length={max_length}: this model scores with its own max_length={self.max_length}")
+        omniscore_call = predictions is not None
+        texts = [predictions] if isinstance(predictions, str) else list(predictions if omniscore_call else candidates)
+        n = len(texts)
 
         def column(values, name):
             if values is None or isinstance(values, str):
                 return [values] * n
             if len(values) != n:
-                raise ValueError(f"{name} has {len(values)} items but candidates has {n}")
+                raise ValueError(f"{name} has {len(values)} items but {'predictions' if omniscore_call else 'candidates'} has {n}")
             return list(values)
 
-        src, ref, qst = column(sources, "sources"), column(references, "references"), column(questions, "questions")
+        fields = {
+            "question": column(questions, "questions"),
+            "source": column(sources, "sources"),
+            "reference": column(references, "references"),
+            "context": column(contexts, "contexts"),
+            "title": column(titles, "titles"),
+            "dataset": column(datasets, "datasets"),
+            "src_lang": column(src_langs, "src_langs"),
+            "tgt_lang": column(tgt_langs, "tgt_langs"),
+            "group_id": column(group_ids, "group_ids"),
+        }
         tsk, lng = column(tasks or "unknown", "tasks"), column(langs or "unknown", "langs")
+        names = column(None, "ids") if ids is None else [str(i) for i in column(ids, "ids")]
         records, keep = [], []
         for i in range(n):
-            if not isinstance(candidates[i], str) or not candidates[i].strip():
+            if not isinstance(texts[i], str) or not texts[i].strip():
+                if omniscore_call:
+                    raise ValueError(f"prediction {i} is empty")
                 log.warning("candidate %d is empty: no score", i)
                 continue
-            records.append(
-                Record(id=str(i), task=tsk[i], lang=lng[i], candidate=candidates[i], question=qst[i], source=src[i], reference=ref[i])
-            )
+            extra = {name: values[i] for name, values in fields.items()}
+            records.append(Record(id=names[i] or str(i), task=tsk[i], lang=lng[i], candidate=texts[i], **extra))
             keep.append(i)
         self.warn_truncation(records)
-        scores = self.score_records(records)
+        previous, self.batch_size = self.batch_size, batch_size or self.batch_size
+        try:
+            scores = self.score_records(records)
+        finally:
+            self.batch_size = previous
+        if omniscore_call:
+            return ScoreResult(score_names=DIMENSIONS, scores=scores)
         out: list[dict[str, float] | None] = [None] * n
         for i, row in zip(keep, scores, strict=True):
             out[i] = dict(zip(DIMENSIONS, map(float, row), strict=True))

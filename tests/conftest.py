@@ -1,12 +1,30 @@
-"""Shared test setup: 8 simulated CPU devices, offline Hugging Face, small helpers."""
+"""Shared test setup: 8 simulated CPU devices, offline Hugging Face, one XLA compilation cache, small helpers."""
 
+import atexit
 import os
+import shutil
+import sys
+import tempfile
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Many tests compile the same tiny train and predict steps, in the workers and in the subprocesses they
+# start: one persistent compilation cache for the whole run lets each shape compile once. The pytest
+# process that makes the folder (the first to import this file) removes it at exit; the parallel
+# workers and subprocesses inherit it through the environment. A size limit turns on the cache's file
+# lock, so that concurrent writers and readers never see half a file. Keys cover the program, the
+# devices and the compiler flags, so a hit is the executable a compile would give.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    _cache = tempfile.mkdtemp(prefix="omnidistill-tests-xla-cache-")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(16 * 2**30))
+# subprocesses that name `python` or `omnidistill` get the interpreter under test (venv, conda or system)
+os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 
 from pathlib import Path
 

@@ -39,6 +39,7 @@ def compile_once(name: str, scan: bool, *, batch: int, seq: int, dtype: str, tin
     from omnidistill.train.state import TrainState
     from omnidistill.train.step import make_train_step
 
+    jax.config.update("jax_enable_compilation_cache", False)  # a persistent-cache hit is no compile to time
     start = time.perf_counter()
     model, hf = _model(name, tiny, dtype, "auto", abstract=True, scan=scan)
     built_at = time.perf_counter()

@@ -14,6 +14,7 @@ from typing import Any
 
 from etils import epath
 
+from omnidistill.data.record_ids import IdCounter, refuse_repeats
 from omnidistill.data.schema import DataError, Record, validate_record
 from omnidistill.storage import existing_file
 
@@ -133,15 +134,19 @@ def iter_objects(path: str | Path) -> Iterator[tuple[str, Any]]:
 class RecordStream:
     """The validated records of one or more files, read one at a time on every pass (nothing is held):
     for a training split read from the token cache, whose memory then stays flat in the number of
-    records. After a full pass, ``skipped`` is the number of invalid records skipped (``skip_invalid``)."""
+    records. After a full pass, ``skipped`` is the number of invalid records skipped (``skip_invalid``)
+    and ``duplicate_ids`` the number of records whose id an earlier record has (warned about once:
+    ids label items here; :func:`refuse_duplicate_ids` is for joins)."""
 
     def __init__(self, paths: str | Path | Sequence[str | Path], *, skip_invalid: bool = False, require_labels: bool = True):
         self.paths = [paths] if isinstance(paths, str | Path) else list(paths)
         self.skip_invalid, self.require_labels = skip_invalid, require_labels
         self.skipped = 0
+        self.duplicate_ids: int | None = None
 
     def __iter__(self) -> Iterator[Record]:
         count = skipped = 0
+        ids = IdCounter()
         for path in self.paths:
             count_before, skipped_before = count, skipped
             for where, obj in iter_objects(path):
@@ -156,6 +161,7 @@ class RecordStream:
                     log.debug("skipped %s", err)
                     continue
                 count += 1
+                ids.add(record.id)
                 yield record
             if count == count_before and skipped == skipped_before:
                 raise DataError(f"{path}: no records")
@@ -164,6 +170,10 @@ class RecordStream:
         if not count:
             raise DataError(f"{', '.join(map(str, self.paths))}: no valid records")
         self.skipped = skipped
+        repeats = ids.repeats()
+        if repeats and self.duplicate_ids is None:
+            log.warning("%d record(s) of %s repeat an earlier record's id", repeats, ", ".join(map(str, self.paths)))
+        self.duplicate_ids = repeats
 
 
 def read_records(
@@ -176,3 +186,16 @@ def read_records(
     stream = RecordStream(paths, skip_invalid=skip_invalid, require_labels=require_labels)
     records = list(stream)
     return records, stream.skipped
+
+
+def refuse_duplicate_ids(paths: Sequence[str | Path], why: str) -> None:
+    """Raise :class:`DataError` naming file:line of both records when an id repeats in ``paths``
+    (for ids that join two files; a record without an id is named by its location, so never repeats)."""
+
+    def located() -> Iterator[tuple[str, str]]:
+        for path in paths:
+            for where, obj in iter_objects(path):
+                if isinstance(obj, dict):
+                    yield str(obj.get("id", where)), where
+
+    refuse_repeats(located(), why)

@@ -18,9 +18,10 @@ def load_predictions(path: str | Path, records: Sequence[Record]) -> np.ndarray:
     """[N, 4] scores aligned to ``records`` by ``id`` from a JSONL file whose lines hold ``id`` and either
     ``pred`` (omnidistill predictions) or ``labels`` (e.g. an LLM judge's labels). A dimension that is
     absent or null is not scored (NaN); strings, booleans, NaN and values outside [1, 5] are errors
-    naming the file, line and field."""
+    naming the file, line and field, and so is an id given twice."""
     path = Path(path)
     by_id: dict[str, list[float]] = {}
+    line_of: dict[str, int] = {}
     for lineno, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
         if not line.strip():
             continue
@@ -33,7 +34,10 @@ def load_predictions(path: str | Path, records: Sequence[Record]) -> np.ndarray:
             raise DataError(f"{where}: expected an object with 'id' and 'pred' or 'labels'")
         field = "pred" if "pred" in obj else "labels"
         scores = label_vector(obj.get(field), where, field)  # the schema's own label checks
-        by_id[str(obj["id"])] = [np.nan if v is None else v for v in scores]
+        ident = str(obj["id"])
+        if ident in by_id:
+            raise DataError(f"{where}: id {ident!r} repeats line {line_of[ident]}: predictions are joined to items by id")
+        by_id[ident], line_of[ident] = [np.nan if v is None else v for v in scores], lineno
     missing = [r.id for r in records if r.id not in by_id]
     if missing:
         raise DataError(f"{path}: no prediction for {len(missing)} item(s), e.g. {', '.join(missing[:3])}")

@@ -165,6 +165,38 @@ def _rwg_table_markdown(table: dict, title: str) -> list[str]:
     return [*lines, ""]
 
 
+def _finite(x: float | None) -> bool:
+    return isinstance(x, int | float) and math.isfinite(x)
+
+
+def _cross_lingual_markdown(cl: dict) -> list[str]:
+    """The cross-lingual section: its κ table, or one sentence when no κ could be computed."""
+    ref = cl["reference_lang"]
+    title = f"### Cross-lingual consistency ({cl['groups']} parallel groups, {len(cl['languages'])} languages)"
+    kappas = [v for v in cl["fleiss_kappa"].values()]
+    kappas += [row[d] for row in cl.get("cohen_kappa_vs_reference", {}).values() for d in DIMENSIONS]
+    if not any(_finite(k) for k in kappas):
+        pairs = [v["groups"] for v in cl["deviation_from_reference"].values()]
+        most = f"at most {max(pairs)} parallel item(s) per language against {ref}" if pairs else f"no item parallel to {ref}"
+        return [
+            title,
+            "",
+            f"Too little parallel data for these statistics: {cl['parallel_items']} parallel item(s), {most}, "
+            f"{cl['complete_groups']} group(s) in every language; Cohen's and Fleiss' κ are undefined on so few items.",
+            "",
+        ]
+    fleiss = ", ".join(f"{d} {_fmt(v)}" for d, v in cl["fleiss_kappa"].items()) or "– (no group covers every language)"
+    lines = [title, "", f"Fleiss κ across languages: {fleiss}", ""]
+    lines += [
+        f"| language | parallel items | mean |Δ| vs {ref} | " + " | ".join(f"Cohen κ vs {ref}: {d}" for d in DIMENSIONS) + " |",
+        "|---|---:|---:|" + "---:|" * len(DIMENSIONS),
+    ]
+    for lang, v in cl["deviation_from_reference"].items():
+        kappa = cl.get("cohen_kappa_vs_reference", {}).get(lang, {})
+        lines.append(f"| {lang} | {v['groups']} | {_fmt(v['mean_abs'])} | " + " | ".join(_fmt(kappa.get(d)) for d in DIMENSIONS) + " |")
+    return [*lines, ""]
+
+
 def report_markdown(report: dict, title: str = "Evaluation") -> str:
     """A readable Markdown rendering of :func:`build_report`'s output."""
     ov = report["overall"]
@@ -218,23 +250,7 @@ def report_markdown(report: dict, title: str = "Evaluation") -> str:
         if "rwg_by_task" in ag:
             lines += _rwg_table_markdown(ag["rwg_by_task"], "Annotator agreement r_wg by task (as OmniScore Table 2)")
     if "cross_lingual" in report:
-        cl = report["cross_lingual"]
-        kappas = ", ".join(f"{d} {_fmt(v)}" for d, v in cl["fleiss_kappa"].items()) or "– (no group covers every language)"
-        lines += [
-            f"### Cross-lingual consistency ({cl['groups']} parallel groups, {len(cl['languages'])} languages)",
-            "",
-            f"Fleiss κ across languages: {kappas}",
-            "",
-        ]
-        ref = cl["reference_lang"]
-        lines += [
-            f"| language | parallel items | mean |Δ| vs {ref} | " + " | ".join(f"Cohen κ vs {ref}: {d}" for d in DIMENSIONS) + " |",
-            "|---|---:|---:|" + "---:|" * len(DIMENSIONS),
-        ]
-        for lang, v in cl["deviation_from_reference"].items():
-            kappa = cl.get("cohen_kappa_vs_reference", {}).get(lang, {})
-            lines.append(f"| {lang} | {v['groups']} | {_fmt(v['mean_abs'])} | " + " | ".join(_fmt(kappa.get(d)) for d in DIMENSIONS) + " |")
-        lines.append("")
+        lines += _cross_lingual_markdown(report["cross_lingual"])
     meta = report.get("meta", {})
     if meta.get("skipped_records") or meta.get("truncated_inputs"):
         lines.append(

@@ -11,7 +11,7 @@ from typing import Any
 import jax
 
 from omnidistill.config import MeshConfig
-from omnidistill.data.sources import read_records
+from omnidistill.data.sources import read_records, refuse_duplicate_ids
 from omnidistill.data.splits import load_split
 from omnidistill.data.tokenize import RecordEncoder, count_truncated
 from omnidistill.dimensions import DIMENSIONS
@@ -75,6 +75,8 @@ def evaluate_run(
         )
     if not records:
         raise ValueError(f"nothing to evaluate: pass --data or set data.{split} (or data.tfds) in the run config")
+    if compare:  # predictions are joined to these items by id: a repeated id would pair the wrong items
+        refuse_duplicate_ids([f for f in files if not str(f).startswith("tfds:")], "eval --compare joins prediction files to them")
     encoder = RecordEncoder.from_config(tokenizer, cfg.data)
     lengths = encoder.full_lengths(records)  # tokenized once for the truncation count and the warm-up
     truncated = count_truncated(encoder, records, lengths=lengths)["truncated"]

@@ -15,6 +15,7 @@ itself, and must reproduce the JAX scores within ``tolerance`` and, for inputs w
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -28,6 +29,9 @@ import numpy as np
 from omnidistill.data.input_text import clean, source_text
 from omnidistill.data.schema import Record
 from omnidistill.dimensions import DIMENSIONS
+from omnidistill.export.card_metadata import CardInfo
+from omnidistill.export.errors import ExportError
+from omnidistill.export.hub import HubTarget, push_folder
 from omnidistill.export.model_card import card_settings, model_card
 from omnidistill.export.omniscore_format import omniscore_config_dict, omniscore_tensors
 from omnidistill.models.registry import get_family
@@ -45,10 +49,6 @@ PROBE_RECORDS = [
     Record(id="probe-2", task="mt", lang="de", source="The Moon orbits the Earth.", candidate="Der Mond umkreist die Erde, die Erde."),
     Record(id="probe-3", task="mt", lang="en", source="  Le chat dort. ", reference="The cat sleeps.", candidate=" The cat is sleeping.  "),
 ]
-
-
-class ExportError(RuntimeError):
-    """The model cannot be exported faithfully, or the exported copy does not reproduce its scores."""
 
 
 def hf_config_dict(family_name: str, arch: Any, settings: dict[str, Any]) -> dict[str, Any]:
@@ -193,11 +193,15 @@ def export_run(
     checkpoint: str = "best",
     verify: bool | None = None,
     tolerance: float = 1e-3,
-    push_to_hub: str | None = None,
+    hub: HubTarget | None = None,
+    dry_run: bool = False,
     folder_format: str = "auto",
+    card: CardInfo | None = None,
 ) -> dict[str, Any]:
     """Write the ``hf`` or ``omniscore`` folder (atomically: a temporary sibling renamed at the end);
-    returns a summary. ``verify=None`` checks whenever the consumer is installed."""
+    returns a summary. ``verify=None`` checks whenever the consumer is installed. With ``hub``, the
+    folder is then uploaded (``dry_run``: only listed, see :mod:`omnidistill.export.hub`); ``card``
+    adds the Hub metadata of the model card (license, datasets, teacher)."""
     from flax import nnx
     from safetensors.numpy import save_file
 
@@ -227,7 +231,10 @@ def export_run(
     (tmp / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
     tokenizer.model_max_length = cfg.data.max_length
     tokenizer.save_pretrained(tmp)
-    (tmp / "README.md").write_text(model_card(run_dir, cfg, step, folder_format, encoder.layout), encoding="utf-8")
+    card = card or CardInfo()
+    if card.model_name is None:
+        card = dataclasses.replace(card, model_name=hub.repo_id.split("/")[-1] if hub else out_dir.name)
+    (tmp / "README.md").write_text(model_card(run_dir, cfg, step, folder_format, encoder.layout, card), encoding="utf-8")
     summary: dict[str, Any] = {"out_dir": str(out_dir), "step": step, "format": folder_format, "tensors": len(tensors), "verified": False}
     if verify is None:
         verify = consumer_available(folder_format)
@@ -240,19 +247,6 @@ def export_run(
     if out_dir.exists():
         shutil.rmtree(out_dir)
     os.replace(tmp, out_dir)
-    if push_to_hub:
-        summary["hub_url"] = push_folder(out_dir, push_to_hub)
+    if hub:
+        summary["hub"] = push_folder(out_dir, hub, dry_run=dry_run)
     return summary
-
-
-def push_folder(folder: str | Path, repo_id: str) -> str:
-    """Upload ``folder`` to the Hub repo ``repo_id``; the token comes from ``HF_TOKEN`` only."""
-    token = os.environ.get("HF_TOKEN")
-    if not token:
-        raise ExportError("--push-to-hub needs the HF_TOKEN environment variable")
-    from huggingface_hub import HfApi
-
-    api = HfApi(token=token)
-    api.create_repo(repo_id, exist_ok=True)
-    info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, commit_message="Upload omnidistill scorer")
-    return str(getattr(info, "commit_url", info))

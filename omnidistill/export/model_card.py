@@ -14,6 +14,7 @@ from typing import Any
 from omnidistill.config import Config
 from omnidistill.data.input_text import TextLayout
 from omnidistill.dimensions import DIMENSIONS
+from omnidistill.export.card_metadata import CardInfo, front_matter, results_table, summarize_data, training_summary
 
 EXAMPLE = {"source": "What is the capital of France?", "candidate": "Paris is the capital of France."}
 PLACEHOLDER = "PATH_OR_REPO"
@@ -56,11 +57,14 @@ def truncation_note(cfg: Config) -> str:
     )
 
 
-def model_card(run_dir: Path, cfg: Config, step: int, folder_format: str, layout: TextLayout) -> str:
-    """README.md for an exported ``hf`` or ``omniscore`` folder."""
-    data = ", ".join(cfg.data.train) or "(not recorded)"
-    report = run_dir / "eval" / "test.md"
-    table = report.read_text(encoding="utf-8") if report.exists() else "_No test report: run `omnidistill eval` before exporting._"
+def model_card(run_dir: Path, cfg: Config, step: int, folder_format: str, layout: TextLayout, info: CardInfo | None = None) -> str:
+    """README.md for an exported ``hf`` or ``omniscore`` folder: Hub front matter, results, usage, training."""
+    info = info or CardInfo()
+    files = ", ".join(cfg.data.train) or "(not recorded)"
+    report_md, report_json = run_dir / "eval" / "test.md", run_dir / "eval" / "test.json"
+    table = report_md.read_text(encoding="utf-8") if report_md.exists() else "_No test report: run `omnidistill eval` before exporting._"
+    report = json.loads(report_json.read_text(encoding="utf-8")) if report_json.exists() else None
+    data = summarize_data(cfg)
     best = run_dir / "best_metrics.json"
     dev = json.loads(best.read_text())["dev_mae"] if best.exists() else None
     n = cfg.data.max_length
@@ -142,12 +146,8 @@ def model_card(run_dir: Path, cfg: Config, step: int, folder_format: str, layout
         )
     )
     usage = "\n".join(f"### {title}\n\n```python\n{code}```\n" for title, code in blocks)
-    return f"""---
-library_name: {"transformers" if folder_format == "hf" else "omniscore"}
-pipeline_tag: text-classification
-tags: [omnidistill, omniscore, evaluation, regression, llm-as-a-judge]
----
-
+    head = front_matter(cfg, folder_format, info, data, report, info.model_name or run_dir.name)
+    return f"""{head}
 # omnidistill quality scorer
 
 Scores a generated text (the candidate) against its input on four dimensions, each on a 1–5 scale:
@@ -161,12 +161,18 @@ built by `input_text` below; the source-side fields (context, question, title, s
 form the source. {"A task line holds the task name." if layout.task_line else "There is no task id."}
 {truncation_note(cfg)}
 
+## Results
+
+{results_table(report)}
 ## Usage
 
 {usage}
-**Training data:** {data}
+## Training
 
-## Evaluation
+{training_summary(cfg, step, data, info, report)}
+- **Training files:** {files}
+
+## Evaluation report
 
 {table}
 """

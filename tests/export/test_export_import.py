@@ -10,7 +10,7 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from omnidistill.cli import main
-from omnidistill.export.hf_export import ExportError, export_run, export_tensors, push_folder
+from omnidistill.export.hf_export import ExportError, export_run, export_tensors
 from omnidistill.export.hf_import import import_hf
 from omnidistill.export.model_card import EXAMPLE
 from omnidistill.models.weights import WeightMismatchError
@@ -189,31 +189,6 @@ def test_unsupported_model_type_is_rejected(tmp_path, hf_classifier):
     cfg["model_type"] = "gpt2"
     (tmp_path / "gpt" / "config.json").write_text(json.dumps(cfg))
     assert main(["import", str(tmp_path / "gpt"), str(tmp_path / "run")]) == 2
-
-
-def test_push_to_hub_uses_env_token_only(tmp_path, monkeypatch):
-    calls = {}
-
-    class FakeApi:
-        def __init__(self, token):
-            calls["token"] = token
-
-        def create_repo(self, repo_id, exist_ok):
-            calls["repo"] = repo_id
-
-        def upload_folder(self, folder_path, repo_id, commit_message):
-            calls["folder"] = folder_path
-            return "https://hub.example/commit/1"
-
-    import huggingface_hub
-
-    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    with pytest.raises(ExportError, match="HF_TOKEN"):
-        push_folder(tmp_path, "me/scorer")
-    monkeypatch.setenv("HF_TOKEN", "secret")
-    assert push_folder(tmp_path, "me/scorer") == "https://hub.example/commit/1"
-    assert calls == {"token": "secret", "repo": "me/scorer", "folder": str(tmp_path)}
 
 
 def test_modernbert_mean_pooled_classifier_is_refused_by_name(tmp_path, tiny_tokenizer_dir):

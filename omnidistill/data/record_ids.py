@@ -1,0 +1,65 @@
+"""Duplicate record ids: counted cheaply while streaming, located by file and line when they matter.
+
+Where ids only label items (training, evaluation reports) a repeated id is counted and warned about;
+where ids join two files (``eval --compare``, ``score --resume``) it is refused with both locations,
+since a join on a repeated id would pair the wrong items.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+import numpy as np
+
+from omnidistill.data.schema import DataError
+
+
+def id_hash(ident: str) -> int:
+    """A 64-bit hash of an id (8 bytes per record, so counting keeps a stream's memory small)."""
+    return int.from_bytes(hashlib.blake2b(ident.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+
+
+class IdCounter:
+    """Counts ids seen more than once, holding 8 bytes per id."""
+
+    def __init__(self) -> None:
+        self._chunks: list[np.ndarray] = []
+        self._pending: list[int] = []
+
+    def add(self, ident: str) -> None:
+        self._pending.append(id_hash(ident))
+        if len(self._pending) >= 65_536:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._chunks.append(np.asarray(self._pending, np.int64))
+            self._pending = []
+
+    def repeats(self) -> int:
+        """How many records share their id with an earlier record."""
+        self._flush()
+        hashes = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.int64)
+        return int(len(hashes) - len(np.unique(hashes)))
+
+
+def first_repeats(located: Iterable[tuple[str, str]], limit: int = 3) -> list[str]:
+    """``'id' at WHERE repeats WHERE`` for the first ``limit`` repeated ids of (id, where) pairs."""
+    first: dict[str, str] = {}
+    found: list[str] = []
+    for ident, where in located:
+        if ident in first:
+            found.append(f"id {ident!r} at {where} repeats {first[ident]}")
+            if len(found) >= limit:
+                break
+        else:
+            first[ident] = where
+    return found
+
+
+def refuse_repeats(located: Iterable[tuple[str, str]], why: str) -> None:
+    """Raise :class:`DataError` naming both locations of the first repeated ids of (id, where) pairs."""
+    found = first_repeats(located)
+    if found:
+        raise DataError(f"{'; '.join(found)}: ids must be unique where {why}")
