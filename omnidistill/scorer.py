@@ -112,15 +112,15 @@ class Scorer:
             buckets = used_buckets(self.encoder.full_lengths(list(records)), self.max_length, self.buckets)
         warm_up(self._predict, self.params, self.mesh, batch_size=self.batch_size, buckets=buckets)
 
-    def score_records(self, records: Sequence[Record], *, progress: bool = False) -> np.ndarray:
-        """Scores [N, 4] in record order."""
+    def score_records(self, records: Sequence[Record], *, progress: bool = False, encoder: RecordEncoder | None = None) -> np.ndarray:
+        """Scores [N, 4] in record order (``encoder``: another input text than the model's own)."""
         if not records:
             return np.zeros((0, len(DIMENSIONS)), np.float32)
         return predict_records(
             self._predict,
             self.params,
             records,
-            self.encoder,
+            encoder or self.encoder,
             self.mesh,
             batch_size=self.batch_size,
             buckets=self.buckets,
@@ -129,13 +129,14 @@ class Scorer:
 
     def score(
         self,
+        predictions: Sequence[str] | str | None = None,
+        *,
         candidates: Sequence[str] | None = None,
         sources: Sequence[str | None] | str | None = None,
         references: Sequence[str | None] | str | None = None,
         questions: Sequence[str | None] | str | None = None,
         tasks: Sequence[str] | str | None = None,
         langs: Sequence[str] | str | None = None,
-        *,
         contexts: Sequence[str | None] | str | None = None,
         titles: Sequence[str | None] | str | None = None,
         ids: Sequence[str] | None = None,
@@ -143,7 +144,6 @@ class Scorer:
         src_langs: Sequence[str | None] | str | None = None,
         tgt_langs: Sequence[str | None] | str | None = None,
         group_ids: Sequence[str | None] | str | None = None,
-        predictions: Sequence[str] | str | None = None,
         batch_size: int | None = None,
         max_length: int | None = None,
     ) -> list[dict[str, float] | None] | ScoreResult:
@@ -155,9 +155,12 @@ class Scorer:
         as in training; the others only label the items.
 
         The ``omniscore`` package's call also works unchanged: ``score(predictions, sources=...,
-        references=..., tasks=...)`` returns a :class:`ScoreResult` like its ``OmniScoreResult``
+        references=..., tasks=...)`` (the texts positional or as ``predictions=``, a list or one
+        string) returns a :class:`ScoreResult` like its ``OmniScoreResult``
         (``score_names``, ``scores`` [N, 4], ``to_list()``, ``mean()``). ``batch_size`` is honoured;
-        ``max_length`` must be the model's own (the length it was trained and exported with).
+        ``max_length`` must be the model's own (the length it was trained and exported with). Like the
+        package, that call puts a given task into the text even when the model was trained without a
+        task line (with a warning: such text is not what the model learnt from).
         """
         if (candidates is None) == (predictions is None):
             raise ValueError("pass candidates= (omnidistill) or predictions= (the omniscore package's call), exactly one")
@@ -197,10 +200,14 @@ class Scorer:
             extra = {name: values[i] for name, values in fields.items()}
             records.append(Record(id=names[i] or str(i), task=tsk[i], lang=lng[i], candidate=texts[i], **extra))
             keep.append(i)
+        encoder = self.encoder
+        if omniscore_call and tasks is not None and not encoder.layout.task_line:
+            log.warning("tasks= puts the task into the input text, as the omniscore package does; this model was trained without it")
+            encoder = RecordEncoder(self.tokenizer, self.max_length, dataclasses.replace(encoder.layout, task_line=True), encoder.truncation)
         self.warn_truncation(records)
         previous, self.batch_size = self.batch_size, batch_size or self.batch_size
         try:
-            scores = self.score_records(records)
+            scores = self.score_records(records, encoder=encoder)
         finally:
             self.batch_size = previous
         if omniscore_call:

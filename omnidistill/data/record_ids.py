@@ -7,6 +7,7 @@ since a join on a repeated id would pair the wrong items.
 
 from __future__ import annotations
 
+import array
 import hashlib
 from collections.abc import Iterable
 
@@ -24,23 +25,14 @@ class IdCounter:
     """Counts ids seen more than once, holding 8 bytes per id."""
 
     def __init__(self) -> None:
-        self._chunks: list[np.ndarray] = []
-        self._pending: list[int] = []
+        self._hashes = array.array("q")
 
     def add(self, ident: str) -> None:
-        self._pending.append(id_hash(ident))
-        if len(self._pending) >= 65_536:
-            self._flush()
-
-    def _flush(self) -> None:
-        if self._pending:
-            self._chunks.append(np.asarray(self._pending, np.int64))
-            self._pending = []
+        self._hashes.append(id_hash(ident))
 
     def repeats(self) -> int:
         """How many records share their id with an earlier record."""
-        self._flush()
-        hashes = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.int64)
+        hashes = np.frombuffer(self._hashes, np.int64) if len(self._hashes) else np.zeros(0, np.int64)
         return int(len(hashes) - len(np.unique(hashes)))
 
 

@@ -104,3 +104,15 @@ def test_a_record_stream_counts_skipped_records_each_pass(tmp_path):
     assert [r.id for r in stream] == ["a", "b"] and stream.skipped == 1  # re-iterable: the cache reads it twice
     with pytest.raises(DataError, match=r"d\.jsonl:2: invalid JSON"):
         list(RecordStream(path))
+
+
+def test_repeated_training_ids_are_counted_and_warned_about_once(tmp_path, caplog):
+    """Ids only label training items: a repeat is kept, counted and warned about (once per stream)."""
+    rows = [{"id": i, "task": "qa", "lang": "en", "candidate": f"c{n}", "labels": {"clarity": 3}} for n, i in enumerate("abcbad")]
+    path = tmp_path / "train.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    stream = RecordStream(path)
+    with caplog.at_level("WARNING"):
+        assert len(list(stream)) == 6 and len(list(stream)) == 6
+    assert stream.duplicate_ids == 2
+    assert [r.getMessage() for r in caplog.records if "repeat" in r.getMessage()] == [f"2 record(s) of {path} repeat an earlier record's id"]

@@ -112,3 +112,34 @@ def test_mean_baseline_is_the_training_mean_for_every_item(sample_dir):
     base = mean_baseline(read_records(sample_dir / "dev.jsonl")[0], means, model_mae_dims=0.5)
     assert base["mae_dims"] == pytest.approx(sum(per_dim) / 4, abs=1e-5)
     assert base["model_improvement"] == pytest.approx((base["mae_dims"] - 0.5) / base["mae_dims"])
+
+
+def test_a_cross_lingual_section_with_too_little_data_says_so_in_one_sentence():
+    """Two parallel pairs (as on the sample) leave every κ undefined: one sentence, no rows of dashes;
+    with enough parallel items the table is back."""
+    recs, preds = [], []
+    for g in range(2):
+        for lang in ("en", "de"):
+            recs.append(rec(f"{g}{lang}", lang, (3.0,) * 4, group=f"g{g}"))
+            preds.append([3.0] * 4)
+    recs += [rec("solo", "hi", (3.0,) * 4)]
+    preds.append([2.0] * 4)
+    text = report_markdown(build_report(recs, np.array(preds)))
+    section = text[text.index("### Cross-lingual consistency") :]
+    assert "Too little parallel data for these statistics: 2 parallel item(s), at most 2 parallel item(s) per language" in section
+    assert "| de |" not in section and "–" not in section.split("\n\n")[1]
+    recs, preds = [], []
+    for g in range(6):
+        for lang, shift in (("en", 0.0), ("de", 1.0)):
+            recs.append(rec(f"{g}{lang}", lang, (3.0,) * 4, group=f"g{g}"))
+            preds.append([1.0 + g % 4 + shift] * 4)
+    text = report_markdown(build_report(recs, np.array(preds)))
+    assert "| de | 6 |" in text and "Too little" not in text
+
+
+def test_repeated_ids_in_a_prediction_file_are_refused_with_both_lines(tmp_path):
+    recs = [rec(i, "en", (3.0,) * 4) for i in range(3)]
+    judge = tmp_path / "judge.jsonl"
+    judge.write_text("\n".join(json.dumps({"id": i, "labels": {"clarity": 3}}) for i in ("0", "1", "2", "1")))
+    with pytest.raises(DataError, match=r"judge\.jsonl:4: id '1' repeats line 2"):
+        load_predictions(judge, recs)

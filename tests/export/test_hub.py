@@ -5,6 +5,7 @@ into the run's own test metrics. No network: HfApi is a stand-in that records it
 from __future__ import annotations
 
 import json
+from typing import ClassVar
 
 import pytest
 from huggingface_hub import ModelCard
@@ -19,7 +20,7 @@ from omnidistill.export.hub import HubTarget, push_folder
 class RecordingApi:
     """Stands in for huggingface_hub.HfApi: records every call and its arguments."""
 
-    calls: list[tuple[str, dict]] = []
+    calls: ClassVar[list[tuple[str, dict]]] = []
 
     def __init__(self, token=None):
         RecordingApi.calls.append(("init", {"token": token}))
