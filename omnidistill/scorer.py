@@ -203,7 +203,9 @@ class Scorer:
         encoder = self.encoder
         if omniscore_call and tasks is not None and not encoder.layout.task_line:
             log.warning("tasks= puts the task into the input text, as the omniscore package does; this model was trained without it")
-            encoder = RecordEncoder(self.tokenizer, self.max_length, dataclasses.replace(encoder.layout, task_line=True), encoder.truncation)
+            encoder = RecordEncoder(
+                self.tokenizer, self.max_length, dataclasses.replace(encoder.layout, task_line=True), encoder.truncation
+            )
         self.warn_truncation(records)
         previous, self.batch_size = self.batch_size, batch_size or self.batch_size
         try:

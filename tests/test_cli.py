@@ -83,7 +83,19 @@ def test_eval_writes_json_and_markdown(trained_run, capsys, tmp_path):
     lines = (repo_root_of(cfg) / "data" / "sample" / "test.jsonl").read_text().splitlines()
     dup = tmp_path / "dup.jsonl"
     dup.write_text("\n".join([*lines[:5], lines[2]]) + "\n")
-    args = ["eval", str(run), "--data", str(dup), "--bootstrap", "0", "--no-plots", "--out", str(tmp_path / "e"), "--compare", f"llm={judge}"]
+    args = [
+        "eval",
+        str(run),
+        "--data",
+        str(dup),
+        "--bootstrap",
+        "0",
+        "--no-plots",
+        "--out",
+        str(tmp_path / "e"),
+        "--compare",
+        f"llm={judge}",
+    ]
     assert main(args) == 2
     assert f"id '{records[2].id}' at {dup}:6 repeats {dup}:3" in capsys.readouterr().err
     assert main(args[:-2]) == 0  # without a join, a repeated id only labels an item

@@ -160,8 +160,12 @@ def test_every_text_field_of_the_schema_is_a_score_column(run_and_export):
     )
     got = scorer.score(**kwargs)
     records = [
-        Record(id="a", task="chat", lang="en", candidate=kwargs["candidates"][0], question="When does it open?", context=kwargs["contexts"][0]),
-        Record(id="b", task="headline", lang="en", candidate=kwargs["candidates"][1], title="Sea stories", reference=kwargs["references"][1]),
+        Record(
+            id="a", task="chat", lang="en", candidate=kwargs["candidates"][0], question="When does it open?", context=kwargs["contexts"][0]
+        ),
+        Record(
+            id="b", task="headline", lang="en", candidate=kwargs["candidates"][1], title="Sea stories", reference=kwargs["references"][1]
+        ),
     ]
     want = scorer.score_records(records)
     np.testing.assert_array_equal(np.array([list(g.values()) for g in got]), want)
@@ -175,7 +179,9 @@ def test_code_written_for_the_omniscore_package_runs_unchanged_with_the_same_sco
     omniscore = pytest.importorskip("omniscore")
     _, folder = run_and_export
     preds = ["Paris is the capital of France.", "Der Mond umkreist die Erde.", "It is blue because of scattering."]
-    call = dict(sources=["What is the capital of France?", "The Moon orbits the Earth.", None], references=[None, "The Moon circles Earth.", None])
+    call = dict(
+        sources=["What is the capital of France?", "The Moon orbits the Earth.", None], references=[None, "The Moon circles Earth.", None]
+    )
     theirs = omniscore.OmniScorer(str(folder), device="cpu", max_length=192).score(preds, **call, batch_size=2)
     ours = Scorer.load(folder).score(preds, **call, batch_size=2)  # positional, as written for OmniScorer
     assert ours.score_names == tuple(theirs.score_names) and ours.scores.shape == theirs.scores.shape == (3, 4)

@@ -2,10 +2,11 @@
 
 Each epoch is a seeded permutation of the cached examples, cut into windows of ``window`` examples;
 within a window, examples go first-fit decreasing (longest first) into ``length``-token rows of at
-most ``max_segments`` examples, and the window's rows follow in a seeded random order. The plan needs only the cached lengths (4 bytes per example), so it is
-cheap and the same in every process; a process then reads the tokens of its own rows of a global
-batch only. Rows are addressed by number (a grain ``MapDataset``), so the iterator state saved with
-checkpoints resumes exactly. Unlike grain's streaming packer, rows never mix two epochs.
+most ``max_segments`` examples, and the window's rows follow in a seeded random order. The plan
+needs only the cached lengths (4 bytes per example), so it is cheap and the same in every process;
+a process then reads the tokens of its own rows of a global batch only. Rows are addressed by number
+(a grain ``MapDataset``), so the iterator state saved with checkpoints resumes exactly. Unlike grain's
+streaming packer, rows never mix two epochs.
 """
 
 from __future__ import annotations

@@ -115,4 +115,6 @@ def test_repeated_training_ids_are_counted_and_warned_about_once(tmp_path, caplo
     with caplog.at_level("WARNING"):
         assert len(list(stream)) == 6 and len(list(stream)) == 6
     assert stream.duplicate_ids == 2
-    assert [r.getMessage() for r in caplog.records if "repeat" in r.getMessage()] == [f"2 record(s) of {path} repeat an earlier record's id"]
+    assert [r.getMessage() for r in caplog.records if "repeat" in r.getMessage()] == [
+        f"2 record(s) of {path} repeat an earlier record's id"
+    ]
