@@ -79,26 +79,15 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
-    import numpy as np
+    from omnidistill.score_file import score_file
+    from omnidistill.scorer import Scorer
 
-    from omnidistill.data.sources import read_records
-    from omnidistill.dimensions import DIMENSIONS
-    from omnidistill.scorer import Scorer, write_scores
-
-    records, _ = read_records(args.input, skip_invalid=args.skip_invalid, require_labels=False)
     scorer = Scorer.load(args.model, batch_size=args.batch_size)
-    scorer.warn_truncation(records)
-    scores = scorer.score_records(records, progress=True)
-    write_scores(records, scores, args.output)
-    print(f"scored {len(records)} items with {scorer.source} -> {args.output}")
-    head = "| group | items | " + " | ".join(DIMENSIONS) + " |"
-    lines = [head, "|---|---:|" + "---:|" * len(DIMENSIONS)]
-    groups = [("all", np.ones(len(records), bool))]
-    groups += [(f"task={t}", np.array([r.task == t for r in records])) for t in sorted({r.task for r in records})]
-    groups += [(f"lang={g}", np.array([r.lang == g for r in records])) for g in sorted({r.lang for r in records})]
-    for name, sel in groups:
-        lines.append(f"| {name} | {int(sel.sum())} | " + " | ".join(f"{v:.3f}" for v in scores[sel].mean(axis=0)) + " |")
-    print("mean scores:\n" + "\n".join(lines))
+    done = score_file(scorer, args.input, args.output, resume=args.resume, skip_invalid=args.skip_invalid, chunk=args.chunk, progress=True)
+    resumed = f" (kept {done['resumed']} already scored, scored {done['scored']})" if args.resume else ""
+    skipped = f"; {done['skipped']} invalid skipped" if done["skipped"] else ""
+    print(f"scored {done['items']} items with {scorer.source} -> {args.output}{resumed}{skipped}")
+    print("mean scores:\n" + done["means"].table())
     return 0
 
 
@@ -250,6 +239,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="output JSONL: each input item plus its scores")
     p.add_argument("--batch-size", type=int, default=64, help="items per batch (default 64)")
     p.add_argument("--skip-invalid", action="store_true", help="skip malformed lines (counted) instead of failing on the first")
+    p.add_argument(
+        "--resume", action="store_true", help="continue an interrupted OUTPUT: keep its complete lines (checked by id), score the rest"
+    )
+    p.add_argument("--chunk", type=int, default=4096, help="items read, scored and written at a time (memory is flat in the input size)")
     p.set_defaults(func=_score)
 
     p = sub.add_parser("label", help="label items with an LLM judge through an OpenAI-compatible endpoint")
@@ -321,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return args.func(args)
-    except (ConfigError, ValueError, FileNotFoundError, RuntimeError) as err:
+    except (ConfigError, ValueError, FileNotFoundError, FileExistsError, RuntimeError) as err:
         print(f"omnidistill {args.command}: error: {err}", file=sys.stderr)
         return 2
 

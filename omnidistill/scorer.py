@@ -13,7 +13,6 @@ deterministic: the same inputs give the same scores, bit for bit, on the same de
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -225,14 +224,3 @@ class Scorer:
         if long:
             log.warning("%d input(s) exceed %d tokens and are truncated (data.truncation=%s)", long, self.max_length, self.data.truncation)
         return long
-
-
-def write_scores(records: Sequence[Record], scores: np.ndarray, path: str | Path) -> None:
-    """One JSON object per record: its fields plus ``scores``."""
-    with Path(path).open("w", encoding="utf-8") as f:
-        for r, row in zip(records, scores, strict=True):
-            item = {k: v for k, v in dataclasses.asdict(r).items() if v not in (None, (), [])}
-            item.pop("labels", None)
-            item.pop("annotations", None)
-            item["scores"] = dict(zip(DIMENSIONS, map(float, row), strict=True))
-            f.write(json.dumps(item, ensure_ascii=False) + "\n")

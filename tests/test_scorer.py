@@ -199,3 +199,73 @@ def test_code_written_for_the_omniscore_package_runs_unchanged_with_the_same_sco
         Scorer.load(folder).score(candidates=preds, predictions=preds)
     with pytest.raises(ValueError, match="its own max_length=192"):
         Scorer.load(folder).score(predictions=preds, max_length=64)
+
+
+def test_score_resumes_an_interrupted_output_without_rescoring(run_and_export, repo_root, tmp_path, capsys):
+    """A cut output (complete lines plus half a line) is continued: kept lines stay byte for byte, the
+    cut line is redone, the rest is scored; a foreign output or repeated input ids are refused."""
+    run, _ = run_and_export
+    data = repo_root / "data" / "sample" / "test.jsonl"
+    full = tmp_path / "full.jsonl"
+    assert main(["score", "--model", str(run), "--input", str(data), "--output", str(full), "--chunk", "64"]) == 0
+    lines = full.read_text(encoding="utf-8").splitlines(keepends=True)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(lines[:130]) + lines[130][:25], encoding="utf-8")
+    assert main(["score", "--model", str(run), "--input", str(data), "--output", str(cut)]) == 2
+    assert "exists: pass --resume" in capsys.readouterr().err
+    assert main(["score", "--model", str(run), "--input", str(data), "--output", str(cut), "--chunk", "64", "--resume"]) == 0
+    assert "(kept 130 already scored, scored 170)" in capsys.readouterr().out
+    again = cut.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert again[:130] == lines[:130] and len(again) == 300
+    for a, b in zip(again[130:], lines[130:], strict=True):
+        a, b = json.loads(a), json.loads(b)
+        assert a["id"] == b["id"]
+        np.testing.assert_allclose(list(a["scores"].values()), list(b["scores"].values()), atol=1e-5)
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(lines[1:3]), encoding="utf-8")
+    assert main(["score", "--model", str(run), "--input", str(data), "--output", str(other), "--resume"]) == 2
+    assert f"{other}:1: id 'test-0001', but input item 1 is 'test-0000'" in capsys.readouterr().err
+    dup = tmp_path / "dup.jsonl"
+    rows = data.read_text(encoding="utf-8").splitlines()
+    dup.write_text("\n".join([*rows[:4], rows[1]]) + "\n", encoding="utf-8")
+    partial = tmp_path / "partial.jsonl"
+    partial.write_text(lines[0], encoding="utf-8")
+    assert main(["score", "--model", str(run), "--input", str(dup), "--output", str(partial), "--resume"]) == 2
+    assert f"id 'test-0001' at {dup}:5 repeats {dup}:2" in capsys.readouterr().err
+
+
+class _ConstantScorer:
+    """The Scorer's interface without a model: what score_file needs, for measuring its own memory."""
+
+    def __init__(self, encoder):
+        self.encoder, self.max_length = encoder, encoder.max_length
+
+    def score_records(self, records):
+        return np.full((len(records), 4), 3.0, np.float32)
+
+
+def test_scoring_a_file_holds_one_chunk_not_the_file(tmp_path, tiny_tokenizer_dir):
+    """Python memory while scoring 2,000 and 8,000 lines in chunks of 250 is the same (the model's own
+    arrays are XLA's and not counted): the file is streamed, and lines are written as they are scored."""
+    import tracemalloc
+
+    from transformers import AutoTokenizer
+
+    from omnidistill.data.tokenize import RecordEncoder
+    from omnidistill.score_file import score_file
+
+    scorer = _ConstantScorer(RecordEncoder(AutoTokenizer.from_pretrained(tiny_tokenizer_dir), 64))
+    peaks = []
+    for n in (2_000, 8_000):
+        path = tmp_path / f"in{n}.jsonl"
+        path.write_text(
+            "".join(json.dumps({"id": f"r{i}", "task": "qa", "lang": "en", "candidate": f"answer {i} " * 20}) + "\n" for i in range(n))
+        )
+        tracemalloc.start()
+        try:
+            done = score_file(scorer, [path], tmp_path / f"out{n}.jsonl", chunk=250)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        assert done["items"] == n and len((tmp_path / f"out{n}.jsonl").read_text().splitlines()) == n
+    assert peaks[1] < 1.3 * peaks[0], peaks

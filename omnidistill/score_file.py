@@ -1,0 +1,170 @@
+"""Score files of any size: stream the input in chunks, write each chunk's lines as soon as they are
+scored, and continue an interrupted output with ``resume``.
+
+Memory stays flat in the input size: records are read one at a time (:class:`RecordStream`), only one
+chunk is held, and the per-group means are running sums. An output line is the input item's fields
+plus ``scores``, in input order. ``resume`` keeps every complete line already written, drops a cut
+last line, checks that the kept lines are the input's first items (by id: a record without an id is
+named by its file and line), and scores only the rest; input ids must then be unique.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from omnidistill.data.record_ids import IdCounter
+from omnidistill.data.schema import DataError, Record
+from omnidistill.data.sources import RecordStream, iter_objects, refuse_duplicate_ids
+from omnidistill.data.tokenize import count_truncated
+from omnidistill.dimensions import DIMENSIONS
+
+log = logging.getLogger(__name__)
+
+CHUNK = 4096
+
+
+def score_line(record: Record, scores: np.ndarray) -> str:
+    """One output line: the record's fields that are set, without labels, plus ``scores``."""
+    item = {k: v for k, v in dataclasses.asdict(record).items() if v not in (None, (), [])}
+    item.pop("labels", None)
+    item.pop("annotations", None)
+    item["scores"] = dict(zip(DIMENSIONS, map(float, scores), strict=True))
+    return json.dumps(item, ensure_ascii=False) + "\n"
+
+
+@dataclasses.dataclass
+class GroupMeans:
+    """Running sums of the scores overall, per task and per language."""
+
+    sums: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def add(self, record: Record, scores: np.ndarray) -> None:
+        for group in ("all", f"task={record.task}", f"lang={record.lang}"):
+            self.sums[group] = self.sums.get(group, 0.0) + np.asarray(scores, np.float64)
+            self.counts[group] = self.counts.get(group, 0) + 1
+
+    def table(self) -> str:
+        """Markdown: items and mean scores per group (all, then tasks, then languages)."""
+        order = ["all", *sorted(g for g in self.sums if g.startswith("task=")), *sorted(g for g in self.sums if g.startswith("lang="))]
+        lines = ["| group | items | " + " | ".join(DIMENSIONS) + " |", "|---|---:|" + "---:|" * len(DIMENSIONS)]
+        for g in order:
+            if g in self.sums:
+                means = self.sums[g] / self.counts[g]
+                lines.append(f"| {g} | {self.counts[g]} | " + " | ".join(f"{v:.3f}" for v in means) + " |")
+        return "\n".join(lines)
+
+
+def kept_output_ids(output: Path) -> list[str]:
+    """Ids of the complete lines of an interrupted ``output``; a cut last line is removed from the file."""
+    with output.open("rb+") as f:
+        data = f.read()
+        end = data.rfind(b"\n") + 1
+        if end < len(data):
+            f.truncate(end)
+    ids = []
+    for lineno, line in enumerate(data[:end].decode("utf-8").splitlines(), start=1):
+        try:
+            ids.append(str(json.loads(line)["id"]))
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise DataError(f"{output}:{lineno}: not an output line of omnidistill score (JSON with an id)") from None
+    return ids
+
+
+def _refuse_repeated_input_ids(inputs: Sequence[str | Path]) -> None:
+    """Resuming matches output lines to input records by id: ids must be unique (counted at 8 bytes
+    each, located by file and line only when one repeats)."""
+    counter = IdCounter()
+    for path in inputs:
+        for where, obj in iter_objects(path):
+            if isinstance(obj, dict):
+                counter.add(str(obj.get("id", where)))
+    if counter.repeats():
+        refuse_duplicate_ids(inputs, "score --resume matches the output to the input by id")
+
+
+def _chunks(records: Iterator[Record], size: int) -> Iterator[list[Record]]:
+    while chunk := list(islice(records, size)):
+        yield chunk
+
+
+def score_file(
+    scorer: Any,
+    inputs: Sequence[str | Path],
+    output: str | Path,
+    *,
+    resume: bool = False,
+    skip_invalid: bool = False,
+    chunk: int = CHUNK,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Score ``inputs`` into ``output`` chunk by chunk; returns ``{"items", "resumed", "scored",
+    "skipped", "truncated", "means"}`` (``means``: a :class:`GroupMeans` over every output line)."""
+    output = Path(output)
+    kept: list[str] = []
+    if resume and output.exists():
+        _refuse_repeated_input_ids(inputs)
+        kept = kept_output_ids(output)
+    elif output.exists() and output.stat().st_size:
+        raise FileExistsError(f"{output} exists: pass --resume to continue it, or remove it")
+    stream = RecordStream(list(inputs), skip_invalid=skip_invalid, require_labels=False)
+    records = iter(stream)
+    means = GroupMeans()
+    position = 0
+    for want in kept:  # the kept lines must be the input's first items, in order
+        record = next(records, None)
+        position += 1
+        if record is None:
+            raise DataError(f"{output}:{position}: the output has more lines than the input has items")
+        if record.id != want:
+            raise DataError(f"{output}:{position}: id {want!r}, but input item {position} is {record.id!r}: not this input's output")
+    if kept:  # the means cover the whole output: read the kept lines' scores back
+        with output.open(encoding="utf-8") as f:
+            for line, record in zip(f, _replay(inputs, skip_invalid, len(kept)), strict=True):
+                means.add(record, np.array([json.loads(line)["scores"][d] for d in DIMENSIONS]))
+    scored = truncated = 0
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(desc="score", unit="item", initial=len(kept), dynamic_ncols=True)
+    with output.open("a" if kept else "w", encoding="utf-8") as f:
+        for batch in _chunks(records, chunk):
+            truncated += count_truncated(scorer.encoder, batch)["truncated"]
+            scores = scorer.score_records(batch)
+            f.write("".join(score_line(r, s) for r, s in zip(batch, scores, strict=True)))
+            f.flush()
+            os.fsync(f.fileno())
+            for r, s in zip(batch, scores, strict=True):
+                means.add(r, s)
+            scored += len(batch)
+            if bar is not None:
+                bar.update(len(batch))
+    if bar is not None:
+        bar.close()
+    if truncated:
+        log.warning(
+            "%d input(s) exceed %d tokens and are truncated (data.truncation=%s)", truncated, scorer.max_length, scorer.encoder.truncation
+        )
+    return {
+        "items": len(kept) + scored,
+        "resumed": len(kept),
+        "scored": scored,
+        "skipped": stream.skipped,
+        "truncated": truncated,
+        "means": means,
+    }
+
+
+def _replay(inputs: Sequence[str | Path], skip_invalid: bool, count: int) -> Iterator[Record]:
+    """The first ``count`` input records again (for the group of each kept output line)."""
+    return islice(iter(RecordStream(list(inputs), skip_invalid=skip_invalid, require_labels=False)), count)
