@@ -79,12 +79,21 @@ def test_bench_compare_pairs_peer_and_ours_and_marks_targets(repo_root, tmp_path
         '{"model": "mbert", "framework": "omnidistill-jax", "train_tok_s": 160000, "mfu_vs_989": 0.3, '
         '"peak_GB": 30.0, "compiled_peak_GB": 12.0}\n'
         '{"model": "mbert", "framework": "omnidistill-jax", "infer_ex_s": 2500}\n'
+        '{"model": "mbert", "framework": "omnidistill-jax", "mode": "varlen", "infer_ex_s": 4000}\n'
+    )
+    (tmp_path / "peer_varlen.jsonl").write_text(
+        '{"model": "mbert", "compile": true, "mode": "varlen", "infer_ex_s": 2000}\n'
+        '{"model": "mbert", "compile": false, "mode": "varlen", "infer_ex_s": 1000}\n'
     )
     done = subprocess.run(
-        [sys.executable, str(repo_root / "tools" / "bench_compare.py"), str(peer), str(ours)], capture_output=True, text=True, timeout=60
+        [sys.executable, str(repo_root / "tools" / "bench_compare.py"), str(peer), str(ours), str(tmp_path / "peer_varlen.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    train_row, infer_row = [line for line in done.stdout.splitlines() if line.startswith("| mbert")]
+    train_row, infer_row, varlen_row = [line for line in done.stdout.splitlines() if line.startswith("| mbert")]
+    assert varlen_row.startswith("| mbert [varlen] | 1,000 | 2,000 | 4,000 | 4.00× ✓ | 2.00× ✓")  # its own row, inference only
     assert "160,000" in train_row and "1.60× ✓" in train_row and "0.80× ✗" in train_row and "20.0 / 12.0" in train_row
     assert "2.50× ✓" in infer_row and "0.83× ✗" in infer_row
     assert "ettin" not in done.stdout
@@ -128,3 +137,36 @@ def test_bench_compile_reports_both_layouts(repo_root):
     assert [(r["model"], r["layout"]) for r in rows] == [("mbert", "unrolled"), ("mbert", "scan")]
     assert all(r["compile_s"] > 0 and r["compiled_peak_GB"] is not None for r in rows)
     assert "| mbert | 2 |" in done.stdout  # the comparison table pairs the two layouts
+
+
+def test_bench_score_varlen_batches_as_the_scorer_does(repo_root, tmp_path):
+    """--varlen scores every item of the lengths file once per pass, in batches padded as the Scorer pads
+    (checked against the Scorer's own eval_dataset on records of those token counts)."""
+    sys.path.insert(0, str(repo_root / "tools"))
+    from bench_cases import varlen_batches
+
+    lengths = [int(x) for x in (repo_root / "tools" / "score_lengths.txt").read_text().split()]
+    assert len(lengths) == 8192 and sorted(lengths)[4096] == 88 and max(lengths) <= 512  # the peer's file: median 88
+    import numpy as np
+
+    from omnidistill.data.pipeline import eval_dataset
+    from omnidistill.eval.predict import inference_buckets
+
+    class Counted:  # an encoder whose examples have the given token counts
+        pad_id = 0
+
+        def __call__(self, record):
+            n = int(record)
+            return {"input_ids": np.ones(n, np.int32), "labels": np.zeros(4, np.float32), "label_mask": np.zeros(4, np.float32)}
+
+    few = [5, 300, 17, 64, 33, 90, 2, 511, 40, 41, 12]
+    want = [
+        (b["input_ids"].shape[1], sorted(int(x) for x in b["attention_mask"].sum(1) if x))
+        for b in eval_dataset(few, Counted(), global_batch=4, buckets=inference_buckets(512, 32))
+    ]
+    assert varlen_batches(few, 4, 512, 32) == want
+    path = tmp_path / "lengths.txt"
+    path.write_text("\n".join(map(str, lengths[:40])))
+    rows = run(repo_root, "bench_score.py", "--varlen", str(path), "--only", "mbert", "--batch", "16", "--dtype", "float32")
+    row = next(r for r in rows if r.get("model") == "mbert")
+    assert row["mode"] == "varlen" and row["items"] == 40 and row["real_tokens"] == sum(lengths[:40]) and 0 <= row["padding"] < 1

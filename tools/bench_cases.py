@@ -18,6 +18,8 @@ from flax import nnx
 from jax._src.ad_checkpoint import saved_residuals  # public only as print_saved_residuals
 
 from omnidistill.config import LossConfig, MeshConfig, ModelConfig, OptimConfig
+from omnidistill.data.pipeline import bucket_length
+from omnidistill.eval.predict import inference_buckets
 from omnidistill.models.layers import resolve_attention
 from omnidistill.models.registry import get_family
 from omnidistill.models.regressor import build_regressor, make_predict_fn
@@ -292,6 +294,72 @@ def bench_score(
     )
 
 
+LENGTHS = Path(__file__).resolve().parent / "score_lengths.txt"
+"""The peer's realistic scoring lengths (8,192 items, lognormal, median 88, 4% over 256; a copy of
+shared/bench/score_lengths.txt), for ``--varlen``."""
+
+
+def varlen_batches(lengths: list[int], batch: int, max_length: int, length_step: int) -> list[tuple[int, list[int]]]:
+    """(padded length, item lengths) of each batch as omnidistill's Scorer forms them: items sorted by
+    length, the one partial batch holding the shortest, each batch padded to the next multiple of
+    ``length_step`` (``eval.length_step``) tokens, capped at ``max_length``."""
+    order = sorted(min(n, max_length) for n in lengths)
+    first = len(order) % batch
+    starts = ([0] if first else []) + list(range(first, len(order), batch))
+    groups = [order[a : a + (first if a == 0 and first else batch)] for a in starts]
+    buckets = inference_buckets(max_length, length_step)
+    return [(bucket_length(max(g), buckets), g) for g in groups]
+
+
+def bench_score_varlen(
+    name: str, *, lengths: list[int], batch: int = 128, steps: int = 3, dtype: str = "bfloat16", attention: str = "auto", tiny: bool = False
+) -> dict:
+    """Scoring items of realistic lengths (the peer's ``--varlen`` case): the same lengths and batch
+    size, batched as the Scorer batches them (sorted, padded per batch to a multiple of 32 tokens; a
+    partial batch is filled with masked rows). Every shape is compiled before timing; one pass over all
+    items is timed ``steps`` times."""
+    model, hf = _model(name, tiny, dtype, attention)
+    max_length = min(512, hf.get("max_position_embeddings", 512))
+    graphdef, state = nnx.split(model, nnx.Param)
+    predict = jax.jit(make_predict_fn(graphdef))
+    params = state.to_pure_dict()
+    rng = np.random.default_rng(0)
+    batches = []
+    for seq, group in varlen_batches(lengths, batch, max_length, 32):
+        real = np.zeros((batch, seq), np.int32)
+        for row, n in enumerate(group):
+            real[row, :n] = 1
+        ids = rng.integers(5, hf["vocab_size"], (batch, seq)) * real
+        batches.append({"input_ids": jnp.asarray(ids, jnp.int32), "attention_mask": jnp.asarray(real)})
+
+    def one_pass():
+        return [predict(params, b) for b in batches]
+
+    jax.block_until_ready(one_pass())  # compile every padded length
+    start = time.perf_counter()
+    for _ in range(steps):
+        jax.block_until_ready(one_pass())
+    dt = (time.perf_counter() - start) / steps
+    items, real_tokens = len(lengths), sum(min(n, max_length) for n in lengths)
+    padded = sum(b["attention_mask"].size for b in batches)
+    return dict(
+        model=name,
+        framework="omnidistill-jax",
+        mode="varlen",
+        dtype=dtype,
+        attention=_kernel(attention, dtype),
+        items=items,
+        infer_B=batch,
+        real_tokens=real_tokens,
+        infer_ex_s=round(items / dt),
+        infer_real_tok_s=round(real_tokens / dt),
+        s_per_1000=round(1000 * dt / items, 3),
+        padding=round(1 - real_tokens / padded, 3),
+        shapes=len({b["input_ids"].shape for b in batches}),
+        device=jax.devices()[0].device_kind,
+    )
+
+
 def case_from_config(path: str) -> tuple[str, tuple[str, dict[str, Any]]]:
     """(case name, (family, Hugging Face config)) of an omnidistill config file. Nothing is downloaded:
     ``model.init_from`` is read only when it is a local folder; a hub id needs the shape in ``model.arch``."""
@@ -328,6 +396,16 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
     p.add_argument("--attention", default="auto", choices=["auto", "xla", "cudnn"], help="auto: cudnn on GPU in bf16, else xla")
     if kind != "score":
         p.add_argument("--remat", default="none", help="comma-separated model.remat policies, one case each: none,full,dots")
+    else:
+        p.add_argument(
+            "--varlen",
+            nargs="?",
+            const=str(LENGTHS),
+            default=None,
+            metavar="LENGTHS_FILE",
+            help="score items of realistic lengths (default: tools/score_lengths.txt, the peer's --varlen file) in batches of --batch, "
+            "padded per batch as the Scorer pads; --seq is ignored, --steps is the number of timed passes (default 3)",
+        )
     p.add_argument("--tiny", action="store_true", help="tiny shapes (a smoke test that runs anywhere)")
     p.add_argument(
         "--case",
@@ -346,6 +424,12 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
     print(json.dumps(dict(jax=jax.__version__, device=jax.devices()[0].device_kind, devices=jax.device_count())), flush=True)
     fn = {"train": bench_train, "score": bench_score, "memory": bench_memory}[kind]
     common = dict(batch=args.batch, seq=args.seq, steps=args.steps, dtype=args.dtype, attention=args.attention, tiny=args.tiny)
+    if getattr(args, "varlen", None):
+        lengths = [int(x) for x in Path(args.varlen).read_text(encoding="ascii").split()]
+        fn = partial(bench_score_varlen, lengths=lengths)
+        common = dict(
+            batch=args.batch, steps=3 if args.steps == 20 else args.steps, dtype=args.dtype, attention=args.attention, tiny=args.tiny
+        )
     policies = args.remat.split(",") if kind != "score" else [None]
     for name in CASES:
         if args.only and not any(s in name for s in args.only.split(",")):

@@ -2,7 +2,9 @@
 
     python tools/bench_compare.py peer_eager.jsonl peer_compile.jsonl ours_train.jsonl ours_score.jsonl
 
-Peer lines carry ``compile``; ours carry ``framework: omnidistill-jax``. Prints a Markdown table for
+Peer lines carry ``compile``; ours carry ``framework: omnidistill-jax``. Lines of the realistic-length
+scoring case (``mode: varlen``: the peer's ``--varlen`` and ``tools/bench_score.py --varlen``) are
+compared as their own rows, ``MODEL [varlen]``. Prints a Markdown table for
 training (tokens/s, ratio to the eager and compiled peer, MFU, peak memory) and one for inference
 (examples/s and ratios), with the issue's targets: training >= 1.5x eager and >= 1.2x compiled,
 inference >= 2x eager.
@@ -31,7 +33,7 @@ def read_rows(paths: list[str]) -> tuple[dict, dict, dict, dict]:
                 raise SystemExit(f"{path}:{number}: not JSON ({err})") from None
             if "model" not in row or "error" in row:
                 continue
-            name = row["model"]
+            name = row["model"] + (" [varlen]" if row.get("mode") == "varlen" else "")  # realistic lengths, dynamic padding
             if row.get("framework") == "omnidistill-jax":
                 if "train_tok_s" in row:
                     train[name] = row
@@ -64,6 +66,8 @@ def tables(eager: dict, compiled: dict, train: dict, infer: dict) -> str:
     for n in names:
         e, c, o = eager.get(n, {}), compiled.get(n, {}), train.get(n, {})
         ours = o.get("train_tok_s")
+        if not (ours or e.get("train_tok_s") or c.get("train_tok_s")):
+            continue  # a scoring-only case (--varlen)
         vs_eager = _ratio(ours, e.get("train_tok_s"), TRAIN_TARGETS["eager"])
         vs_compiled = _ratio(ours, c.get("train_tok_s"), TRAIN_TARGETS["compiled"])
         # Ours: XLA's per-case compiled peak where reported (the measured device peak is the process's
