@@ -63,3 +63,18 @@ def tokenizer_dirs(tmp_path_factory, sample_dir, tiny_tokenizer_dir) -> dict[str
 
     root = tmp_path_factory.mktemp("tokenizers")
     return {kind: build_tokenizer(kind, root / kind, sample_dir, tiny_tokenizer_dir) for kind in KINDS}
+
+
+@pytest.fixture(scope="session")
+def trained_tiny(tmp_path_factory, worker_id, repo_root) -> Path:
+    """The tiny default trained 6 steps (dev evaluations at 3 and 6) on a data 1 x fsdp 8 mesh, then
+    evaluated on the sample's test split (``eval/test.json``): one run for the whole session, shared
+    by every worker. Read only (copy it to resume it or evaluate into it)."""
+    from omnidistill.cli import main
+    from tests.shared_runs import TRAINED_TINY, build_once, shared_root, tiny_run_args
+
+    def build(run: Path) -> None:
+        assert main(tiny_run_args(repo_root, run, *TRAINED_TINY)) == 0
+        assert main(["eval", str(run), "--no-plots", "--bootstrap", "0"]) == 0
+
+    return build_once(shared_root(tmp_path_factory, worker_id), "trained-tiny", build)

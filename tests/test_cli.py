@@ -1,30 +1,22 @@
 """End to end through the CLI: train the tiny default briefly, resume, evaluate; --help documents options."""
 
 import json
+import shutil
 
 import pytest
 
 from omnidistill.cli import main
+from tests.shared_runs import TRAINED_TINY, tiny_run_args
 
 
 @pytest.fixture(scope="module")
-def trained_run(tmp_path_factory, repo_root):
+def trained_run(tmp_path_factory, repo_root, trained_tiny):
+    """A copy of the session's shared run (6 steps, dev evaluations at 3 and 6) with the arguments that
+    trained it, pointed at the copy: these tests resume it and evaluate into it."""
     run = tmp_path_factory.mktemp("runs") / "tiny"
-    cfg = str(repo_root / "configs" / "tiny.yaml")
-    args = [
-        "train",
-        cfg,
-        f"train.output_dir={run}",
-        "train.max_steps=6",
-        "train.eval_every_steps=3",
-        "train.log_every_steps=2",
-        f"data.train=[{repo_root}/data/sample/train.jsonl]",
-        f"data.dev=[{repo_root}/data/sample/dev.jsonl]",
-        f"data.test=[{repo_root}/data/sample/test.jsonl]",
-        f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
-    ]
-    assert main(args) == 0
-    return run, args
+    shutil.copytree(trained_tiny, run)
+    shutil.rmtree(run / "eval")
+    return run, tiny_run_args(repo_root, run, *TRAINED_TINY)
 
 
 def test_train_writes_checkpoints_logs_and_dev_report(trained_run):

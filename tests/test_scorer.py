@@ -11,22 +11,11 @@ from omnidistill.cli import main
 
 
 @pytest.fixture(scope="module")
-def run_and_export(tmp_path_factory, repo_root):
-    root = tmp_path_factory.mktemp("scorer")
-    args = [
-        "train",
-        str(repo_root / "configs" / "tiny.yaml"),
-        f"train.output_dir={root / 'run'}",
-        "train.max_steps=4",
-        "train.eval_every_steps=4",
-        f"data.train=[{repo_root}/data/sample/train.jsonl]",
-        f"data.dev=[{repo_root}/data/sample/dev.jsonl]",
-        f"data.test=[{repo_root}/data/sample/test.jsonl]",
-        f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
-    ]
-    assert main(args) == 0
-    assert main(["export", str(root / "run"), str(root / "hf"), "--verify", "off"]) == 0
-    return root / "run", root / "hf"
+def run_and_export(tmp_path_factory, trained_tiny):
+    """The session's shared tiny run (read only) and its export."""
+    folder = tmp_path_factory.mktemp("scorer") / "hf"
+    assert main(["export", str(trained_tiny), str(folder), "--verify", "off"]) == 0
+    return trained_tiny, folder
 
 
 INPUTS = dict(

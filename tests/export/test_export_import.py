@@ -70,23 +70,9 @@ def test_import_then_export_round_trips_tensors_exactly(tmp_path, tiny_tokenizer
     assert reloaded.config.model_type == transformers.AutoConfig.from_pretrained(hf_classifier).model_type
 
 
-def test_trained_sharded_checkpoint_exports_and_scores_the_same(tmp_path, repo_root):
+def test_trained_sharded_checkpoint_exports_and_scores_the_same(tmp_path, trained_tiny):
     pytest.importorskip("omniscore")  # the default (paper) head exports in its format
-    run = tmp_path / "run"
-    args = [
-        "train",
-        str(repo_root / "configs" / "tiny.yaml"),
-        f"train.output_dir={run}",
-        "train.max_steps=4",
-        "train.eval_every_steps=4",
-        "mesh.data=1",
-        "mesh.fsdp=8",
-        f"data.train=[{repo_root}/data/sample/train.jsonl]",
-        f"data.dev=[{repo_root}/data/sample/dev.jsonl]",
-        f"data.test=[{repo_root}/data/sample/test.jsonl]",
-        f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
-    ]
-    assert main(args) == 0
+    run = trained_tiny  # trained on a data 1 x fsdp 8 mesh
     assert main(["export", str(run), str(tmp_path / "hf"), "--verify", "on"]) == 0
     # Every snippet of the model card (plain transformers, omnidistill) prints the run's own scores:
     ours = list(Scorer.load(run).score(candidates=[EXAMPLE["candidate"]], sources=[EXAMPLE["source"]])[0].values())

@@ -48,24 +48,10 @@ def api(monkeypatch, tmp_path):
     return RecordingApi
 
 
-@pytest.fixture(scope="module")
-def evaluated_run(tmp_path_factory, repo_root):
-    """The tiny default trained briefly, then evaluated (eval/test.json feeds the card's model-index)."""
-    run = tmp_path_factory.mktemp("hub") / "run"
-    args = [
-        "train",
-        str(repo_root / "configs" / "tiny.yaml"),
-        f"train.output_dir={run}",
-        "train.max_steps=4",
-        "train.eval_every_steps=4",
-        f"data.train=[{repo_root}/data/sample/train.jsonl]",
-        f"data.dev=[{repo_root}/data/sample/dev.jsonl]",
-        f"data.test=[{repo_root}/data/sample/test.jsonl]",
-        f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
-    ]
-    assert main(args) == 0
-    assert main(["eval", str(run), "--no-plots", "--bootstrap", "0"]) == 0
-    return run
+@pytest.fixture()
+def evaluated_run(trained_tiny):
+    """The session's shared tiny run, trained and evaluated (eval/test.json feeds the card's model-index)."""
+    return trained_tiny
 
 
 def test_the_token_comes_from_hf_token_or_the_cached_login(api, tmp_path, monkeypatch):

@@ -44,6 +44,7 @@ def tiny_cfg(repo_root, tmp_path, policy):
             f"train.nonfinite={policy}",
             f"data.train=[{repo_root}/data/sample/train.jsonl]",
             "data.dev=[]",
+            "data.length_buckets=[192]",  # one compiled step shape
             f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
         ],
     )

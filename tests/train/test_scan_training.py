@@ -29,6 +29,7 @@ def train_args(repo_root, run, *extra):
         "mesh.data=4",
         "mesh.fsdp=2",
         "model.arch.num_hidden_layers=2",
+        "data.length_buckets=[192]",  # one compiled step shape per layout
         f"data.train=[{repo_root}/data/sample/train.jsonl]",
         f"data.dev=[{repo_root}/data/sample/dev.jsonl]",
         f"data.test=[{repo_root}/data/sample/test.jsonl]",
