@@ -19,6 +19,7 @@ def test_shipped_heads_sweep_runs(repo_root, tmp_path, monkeypatch, capsys):
         "train.max_steps=6",
         "train.eval_every_steps=6",
         "data.length_buckets=[192]",
+        "eval.length_step=192",  # one compiled evaluation shape per run
         "--output-dir",
         str(out),
     ]

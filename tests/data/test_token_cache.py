@@ -106,7 +106,14 @@ def test_an_interrupted_build_leaves_no_cache(tmp_path, encoder, records, monkey
 @pytest.mark.slow
 def test_prepare_then_train_reads_the_cache_and_trains_identically(tmp_path, repo_root, monkeypatch):
     monkeypatch.chdir(repo_root)
-    common = ["train.max_steps=6", "train.eval_every_steps=6", "train.log_every_steps=1", "mesh.data=2", "mesh.fsdp=4"]
+    common = [
+        "train.max_steps=6",
+        "train.eval_every_steps=6",
+        "train.log_every_steps=1",
+        "mesh.data=2",
+        "mesh.fsdp=4",
+        "eval.length_step=192",
+    ]
     assert main(["prepare", "configs/tiny.yaml", f"data.token_cache={tmp_path / 'tc'}"]) == 0
     folders = sorted(p.name.split("-")[0] for p in (tmp_path / "tc").iterdir())
     assert folders == ["dev", "test", "train"]

@@ -41,6 +41,7 @@ def command(repo_root, run, *extra):
         f"data.dev=[{repo_root}/data/sample/dev.jsonl]",
         f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
         "model.dropout=0.0",
+        "eval.length_step=192",  # one compiled dev-evaluation shape
         *extra,
     ]
 

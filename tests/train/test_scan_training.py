@@ -30,6 +30,7 @@ def train_args(repo_root, run, *extra):
         "mesh.fsdp=2",
         "model.arch.num_hidden_layers=2",
         "data.length_buckets=[192]",  # one compiled step shape per layout
+        "eval.length_step=192",
         f"data.train=[{repo_root}/data/sample/train.jsonl]",
         f"data.dev=[{repo_root}/data/sample/dev.jsonl]",
         f"data.test=[{repo_root}/data/sample/test.jsonl]",

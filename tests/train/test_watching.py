@@ -69,7 +69,8 @@ def test_training_stops_early_writes_tensorboard_and_a_profile(repo_root, tmp_pa
     cfg = load_config(
         repo_root / "configs" / "tiny.yaml",
         [f"train.output_dir={tmp_path / 'run'}", "train.max_steps=40", "train.eval_every_steps=2", "train.log_every_steps=2",
-         "data.length_buckets=[192]", "optim.lr=0.0", "optim.head_lr=0.0", "train.early_stopping_patience=2", "train.profile=[3,4]"],
+         "data.length_buckets=[192]", "eval.length_step=192", "optim.lr=0.0", "optim.head_lr=0.0",
+         "train.early_stopping_patience=2", "train.profile=[3,4]"],
     )  # fmt: skip
     summary = train(cfg)
     # with a zero learning rate no evaluation after the first improves: stop at the third (step 6)
@@ -88,7 +89,8 @@ def test_wandb_offline_run(repo_root, tmp_path, monkeypatch):
     cfg = load_config(
         repo_root / "configs" / "tiny.yaml",
         [f"train.output_dir={tmp_path / 'run'}", "train.max_steps=2", "train.eval_every_steps=2", "train.log_every_steps=1",
-         "data.length_buckets=[192]", "logging.wandb=omnidistill-test", "logging.wandb_mode=offline", "logging.tensorboard=false"],
+         "data.length_buckets=[192]", "eval.length_step=192", "logging.wandb=omnidistill-test",
+         "logging.wandb_mode=offline", "logging.tensorboard=false"],
     )  # fmt: skip
     train(cfg)
     runs = list((tmp_path / "run" / "wandb").glob("offline-run-*"))
