@@ -64,20 +64,21 @@ class GroupMeans:
         return "\n".join(lines)
 
 
-def kept_output_ids(output: Path) -> list[str]:
-    """Ids of the complete lines of an interrupted ``output``; a cut last line is removed from the file."""
+def drop_cut_line(output: Path) -> None:
+    """Remove an interrupted write's last line, if it has no newline (the file is read from its end)."""
     with output.open("rb+") as f:
-        data = f.read()
-        end = data.rfind(b"\n") + 1
-        if end < len(data):
+        size = f.seek(0, os.SEEK_END)
+        pos, end = size, 0
+        while pos > 0:
+            step = min(1 << 16, pos)
+            f.seek(pos - step)
+            at = f.read(step).rfind(b"\n")
+            if at >= 0:
+                end = pos - step + at + 1
+                break
+            pos -= step
+        if end < size:
             f.truncate(end)
-    ids = []
-    for lineno, line in enumerate(data[:end].decode("utf-8").splitlines(), start=1):
-        try:
-            ids.append(str(json.loads(line)["id"]))
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise DataError(f"{output}:{lineno}: not an output line of omnidistill score (JSON with an id)") from None
-    return ids
 
 
 def _refuse_repeated_input_ids(inputs: Sequence[str | Path]) -> None:
@@ -110,34 +111,37 @@ def score_file(
     """Score ``inputs`` into ``output`` chunk by chunk; returns ``{"items", "resumed", "scored",
     "skipped", "truncated", "means"}`` (``means``: a :class:`GroupMeans` over every output line)."""
     output = Path(output)
-    kept: list[str] = []
-    if resume and output.exists():
+    resuming = resume and output.exists()
+    if resuming:
         _refuse_repeated_input_ids(inputs)
-        kept = kept_output_ids(output)
+        drop_cut_line(output)
     elif output.exists() and output.stat().st_size:
         raise FileExistsError(f"{output} exists: pass --resume to continue it, or remove it")
     stream = RecordStream(list(inputs), skip_invalid=skip_invalid, require_labels=False)
     records = iter(stream)
     means = GroupMeans()
-    position = 0
-    for want in kept:  # the kept lines must be the input's first items, in order
-        record = next(records, None)
-        position += 1
-        if record is None:
-            raise DataError(f"{output}:{position}: the output has more lines than the input has items")
-        if record.id != want:
-            raise DataError(f"{output}:{position}: id {want!r}, but input item {position} is {record.id!r}: not this input's output")
-    if kept:  # the means cover the whole output: read the kept lines' scores back
+    kept = 0
+    if resuming:  # the kept lines must be the input's first items, in order; their scores feed the means
         with output.open(encoding="utf-8") as f:
-            for line, record in zip(f, _replay(inputs, skip_invalid, len(kept)), strict=True):
-                means.add(record, np.array([json.loads(line)["scores"][d] for d in DIMENSIONS]))
+            for kept, line in enumerate(f, start=1):
+                try:
+                    item = json.loads(line)
+                    want, scores = str(item["id"]), np.array([item["scores"][d] for d in DIMENSIONS], np.float64)
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    raise DataError(f"{output}:{kept}: not an output line of omnidistill score (JSON with id and scores)") from None
+                record = next(records, None)
+                if record is None:
+                    raise DataError(f"{output}:{kept}: the output has more lines than the input has items")
+                if record.id != want:
+                    raise DataError(f"{output}:{kept}: id {want!r}, but input item {kept} is {record.id!r}: not this input's output")
+                means.add(record, scores)
     scored = truncated = 0
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(desc="score", unit="item", initial=len(kept), dynamic_ncols=True)
-    with output.open("a" if kept else "w", encoding="utf-8") as f:
+        bar = tqdm(desc="score", unit="item", initial=kept, dynamic_ncols=True)
+    with output.open("a" if resuming else "w", encoding="utf-8") as f:
         for batch in _chunks(records, chunk):
             truncated += count_truncated(scorer.encoder, batch)["truncated"]
             scores = scorer.score_records(batch)
@@ -156,15 +160,10 @@ def score_file(
             "%d input(s) exceed %d tokens and are truncated (data.truncation=%s)", truncated, scorer.max_length, scorer.encoder.truncation
         )
     return {
-        "items": len(kept) + scored,
-        "resumed": len(kept),
+        "items": kept + scored,
+        "resumed": kept,
         "scored": scored,
         "skipped": stream.skipped,
         "truncated": truncated,
         "means": means,
     }
-
-
-def _replay(inputs: Sequence[str | Path], skip_invalid: bool, count: int) -> Iterator[Record]:
-    """The first ``count`` input records again (for the group of each kept output line)."""
-    return islice(iter(RecordStream(list(inputs), skip_invalid=skip_invalid, require_labels=False)), count)
