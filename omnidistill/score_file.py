@@ -21,9 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from omnidistill.data.record_ids import IdCounter
 from omnidistill.data.schema import DataError, Record
-from omnidistill.data.sources import RecordStream, iter_objects, refuse_duplicate_ids
+from omnidistill.data.sources import RecordStream, refuse_duplicate_ids
 from omnidistill.data.tokenize import count_truncated
 from omnidistill.dimensions import DIMENSIONS
 
@@ -81,18 +80,6 @@ def drop_cut_line(output: Path) -> None:
             f.truncate(end)
 
 
-def _refuse_repeated_input_ids(inputs: Sequence[str | Path]) -> None:
-    """Resuming matches output lines to input records by id: ids must be unique (counted at 8 bytes
-    each, located by file and line only when one repeats)."""
-    counter = IdCounter()
-    for path in inputs:
-        for where, obj in iter_objects(path):
-            if isinstance(obj, dict):
-                counter.add(str(obj.get("id", where)))
-    if counter.repeats():
-        refuse_duplicate_ids(inputs, "score --resume matches the output to the input by id")
-
-
 def _chunks(records: Iterator[Record], size: int) -> Iterator[list[Record]]:
     while chunk := list(islice(records, size)):
         yield chunk
@@ -113,7 +100,7 @@ def score_file(
     output = Path(output)
     resuming = resume and output.exists()
     if resuming:
-        _refuse_repeated_input_ids(inputs)
+        refuse_duplicate_ids(inputs, "score --resume matches the output to the input by id")
         drop_cut_line(output)
     elif output.exists() and output.stat().st_size:
         raise FileExistsError(f"{output} exists: pass --resume to continue it, or remove it")

@@ -111,8 +111,11 @@ class Scorer:
             buckets = used_buckets(self.encoder.full_lengths(list(records)), self.max_length, self.buckets)
         warm_up(self._predict, self.params, self.mesh, batch_size=self.batch_size, buckets=buckets)
 
-    def score_records(self, records: Sequence[Record], *, progress: bool = False, encoder: RecordEncoder | None = None) -> np.ndarray:
-        """Scores [N, 4] in record order (``encoder``: another input text than the model's own)."""
+    def score_records(
+        self, records: Sequence[Record], *, progress: bool = False, encoder: RecordEncoder | None = None, batch_size: int | None = None
+    ) -> np.ndarray:
+        """Scores [N, 4] in record order (``encoder``: another input text than the model's own;
+        ``batch_size``: other than the scorer's)."""
         if not records:
             return np.zeros((0, len(DIMENSIONS)), np.float32)
         return predict_records(
@@ -121,7 +124,7 @@ class Scorer:
             records,
             encoder or self.encoder,
             self.mesh,
-            batch_size=self.batch_size,
+            batch_size=batch_size or self.batch_size,
             buckets=self.buckets,
             progress=progress,
         )
@@ -206,11 +209,7 @@ class Scorer:
                 self.tokenizer, self.max_length, dataclasses.replace(encoder.layout, task_line=True), encoder.truncation
             )
         self.warn_truncation(records)
-        previous, self.batch_size = self.batch_size, batch_size or self.batch_size
-        try:
-            scores = self.score_records(records, encoder=encoder)
-        finally:
-            self.batch_size = previous
+        scores = self.score_records(records, encoder=encoder, batch_size=batch_size)
         if omniscore_call:
             return ScoreResult(score_names=DIMENSIONS, scores=scores)
         out: list[dict[str, float] | None] = [None] * n

@@ -8,7 +8,6 @@ since a join on a repeated id would pair the wrong items.
 from __future__ import annotations
 
 import array
-import hashlib
 from collections.abc import Iterable
 
 import numpy as np
@@ -16,19 +15,15 @@ import numpy as np
 from omnidistill.data.schema import DataError
 
 
-def id_hash(ident: str) -> int:
-    """A 64-bit hash of an id (8 bytes per record, so counting keeps a stream's memory small)."""
-    return int.from_bytes(hashlib.blake2b(ident.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
-
-
 class IdCounter:
-    """Counts ids seen more than once, holding 8 bytes per id."""
+    """Counts ids seen more than once, holding 8 bytes per id (Python's 64-bit string hash, fixed
+    within a process; a count, never a join, so a collision could only add a warning)."""
 
     def __init__(self) -> None:
         self._hashes = array.array("q")
 
     def add(self, ident: str) -> None:
-        self._hashes.append(id_hash(ident))
+        self._hashes.append(hash(ident))
 
     def repeats(self) -> int:
         """How many records share their id with an earlier record."""

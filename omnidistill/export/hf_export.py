@@ -31,7 +31,7 @@ from omnidistill.data.schema import Record
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.export.card_metadata import CardInfo
 from omnidistill.export.errors import ExportError
-from omnidistill.export.hub import HubTarget, push_folder
+from omnidistill.export.hub import HubTarget, hub_token, push_folder
 from omnidistill.export.model_card import card_settings, model_card
 from omnidistill.export.omniscore_format import omniscore_config_dict, omniscore_tensors
 from omnidistill.models.registry import get_family
@@ -209,6 +209,8 @@ def export_run(
     from omnidistill.data.tokenize import RecordEncoder
 
     run_dir, out_dir = Path(run_dir), Path(out_dir)
+    if hub and not dry_run:
+        hub_token()  # no token: stop before the export's work, not after it
     cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint)
     decoder = get_family(cfg.model.family).decoder
     folder_format = choose_format(cfg.model.pooling, cfg.model.head, folder_format, decoder=decoder, head_bias=cfg.model.head_bias)

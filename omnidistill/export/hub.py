@@ -36,11 +36,14 @@ def upload_plan(folder: str | Path) -> list[tuple[str, int]]:
     return sorted((p.relative_to(folder).as_posix(), p.stat().st_size) for p in folder.rglob("*") if p.is_file())
 
 
-def hub_token() -> str | None:
-    """The token ``huggingface_hub`` would use: ``HF_TOKEN``, else the cached login."""
+def hub_token() -> str:
+    """The token ``huggingface_hub`` would use: ``HF_TOKEN``, else the cached login; an error without one."""
     from huggingface_hub import get_token
 
-    return get_token()
+    token = get_token()
+    if not token:
+        raise ExportError("--push-to-hub found no Hugging Face token: set HF_TOKEN or run `hf auth login` (or use --dry-run)")
+    return token
 
 
 def push_folder(folder: str | Path, target: HubTarget, *, dry_run: bool = False) -> dict[str, Any]:
@@ -58,12 +61,9 @@ def push_folder(folder: str | Path, target: HubTarget, *, dry_run: bool = False)
     }
     if dry_run:
         return summary
-    token = hub_token()
-    if not token:
-        raise ExportError("--push-to-hub found no Hugging Face token: set HF_TOKEN or run `hf auth login` (or use --dry-run)")
     from huggingface_hub import HfApi
 
-    api = HfApi(token=token)
+    api = HfApi(token=hub_token())
     api.create_repo(target.repo_id, private=target.private, repo_type="model", exist_ok=True)
     if target.revision:
         api.create_branch(target.repo_id, branch=target.revision, repo_type="model", exist_ok=True)

@@ -90,6 +90,9 @@ def test_export_pushes_from_the_cli_and_a_dry_run_uploads_nothing(api, evaluated
     assert "would upload" in printed and "https://huggingface.co/me/tiny-scorer/tree/v2" in printed and "private repo" in printed
     for name in ("model.safetensors", "config.json", "README.md", "tokenizer.json"):
         assert f"  {name}  " in printed
+    fresh = tmp_path / "no-token"
+    assert main(["export", str(evaluated_run), str(fresh), "--push-to-hub", "me/tiny-scorer"]) == 2  # refused before any work
+    assert "no Hugging Face token" in capsys.readouterr().err and not fresh.exists() and api.calls == []
     monkeypatch.setenv("HF_TOKEN", "secret")
     assert main([*base, "--commit-message", "tiny release"]) == 0
     assert "pushed to https://huggingface.co/me/tiny-scorer" in capsys.readouterr().out
