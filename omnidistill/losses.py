@@ -11,6 +11,11 @@ the train step divides once by the global count, so accumulation and sharding st
   fractional ones (e.g. the mean of several judges).
 - ``cross_entropy``: cross-entropy of the ``classification`` head against a target that splits a
   fractional label between its two neighbouring levels (one-hot for integer labels).
+- ``distribution``: cross-entropy of the ``classification`` head's softmax against the record's level
+  distribution (``label_dist``, else its annotations' empirical distribution; see
+  :mod:`omnidistill.data.level_dist`); a dimension without one is masked out. ``loss.distribution_mse_weight``
+  adds that weight times the squared error of the expected score on the labelled cells. The count is the
+  cells with a distribution or (when the MSE term is on) a label.
 - ``loss.ranking_weight > 0`` adds a pairwise logistic ranking term over the items of a batch
   (per dimension, every pair with different labels; BLEURT-style), to any of the above.
 """
@@ -22,7 +27,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from omnidistill.models.heads import NUM_LEVELS
+from omnidistill.dimensions import NUM_LEVELS
 
 LossFn = Callable[..., tuple[jax.Array, jax.Array]]
 
@@ -67,6 +72,22 @@ def soft_cross_entropy(outputs, scores, labels, mask, **_):
     return jnp.sum(ce * mask), jnp.sum(mask > 0)
 
 
+def distribution_cross_entropy(outputs, scores, labels, mask, *, label_dist=None, dist_mask=None, distribution_mse_weight=0.0, **_):
+    """``-sum_c q_c log p_c`` per cell with a distribution ``q`` (``dist_mask`` > 0, weighted by it), plus
+    ``distribution_mse_weight * (score - label)^2`` on the labelled cells (``mask``)."""
+    if outputs.ndim != 3 or outputs.shape[-1] != NUM_LEVELS:
+        raise ValueError("loss 'distribution' needs model.head=classification (a softmax over levels 1..5 per dimension)")
+    if label_dist is None or dist_mask is None:
+        raise ValueError("loss 'distribution' needs batches with label_dist")
+    ce = -jnp.sum(label_dist * jax.nn.log_softmax(outputs, axis=-1), axis=-1)
+    total = jnp.sum(ce * dist_mask)
+    cells = dist_mask > 0
+    if distribution_mse_weight > 0:
+        total = total + distribution_mse_weight * jnp.sum((scores - labels) ** 2 * mask)
+        cells = cells | (mask > 0)
+    return total, jnp.sum(cells)
+
+
 def pairwise_ranking(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Logistic loss ``log(1 + exp(-(s_i - s_j)))`` over pairs with ``y_i > y_j`` (per dimension)."""
     valid = (mask[:, None, :] > 0) & (mask[None, :, :] > 0)
@@ -76,7 +97,13 @@ def pairwise_ranking(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> t
     return jnp.sum(loss), jnp.sum(better)
 
 
-LOSSES: dict[str, LossFn] = {"mse": masked_mse, "huber": masked_huber, "ordinal": ordinal_bce, "cross_entropy": soft_cross_entropy}
+LOSSES: dict[str, LossFn] = {
+    "mse": masked_mse,
+    "huber": masked_huber,
+    "ordinal": ordinal_bce,
+    "cross_entropy": soft_cross_entropy,
+    "distribution": distribution_cross_entropy,
+}
 
 
 def get_loss(name: str) -> LossFn:

@@ -3,9 +3,10 @@ scored, and continue an interrupted output with ``resume``.
 
 Memory stays flat in the input size: records are read one at a time (:class:`RecordStream`), only one
 chunk is held, and the per-group means are running sums. An output line is the input item's fields
-plus ``scores``, in input order. ``resume`` keeps every complete line already written, drops a cut
-last line, checks that the kept lines are the input's first items (by id: a record without an id is
-named by its file and line), and scores only the rest; input ids must then be unique.
+plus ``scores`` (and ``uncertainty`` for a model with level distributions), in input order.
+``resume`` keeps every complete line already written, drops a cut last line, checks that the kept
+lines are the input's first items (by id: a record without an id is named by its file and line), and
+scores only the rest; input ids must then be unique.
 """
 
 from __future__ import annotations
@@ -31,12 +32,15 @@ log = logging.getLogger(__name__)
 CHUNK = 4096
 
 
-def score_line(record: Record, scores: np.ndarray) -> str:
-    """One output line: the record's fields that are set, without labels, plus ``scores``."""
+def score_line(record: Record, scores: np.ndarray, uncertainty: np.ndarray | None = None) -> str:
+    """One output line: the record's fields that are set, without labels, plus ``scores`` (and
+    ``uncertainty``, the standard deviations of a level-distribution head)."""
     item = {k: v for k, v in dataclasses.asdict(record).items() if v not in (None, (), [])}
-    item.pop("labels", None)
-    item.pop("annotations", None)
+    for key in ("labels", "annotations", "label_dist"):
+        item.pop(key, None)
     item["scores"] = dict(zip(DIMENSIONS, map(float, scores), strict=True))
+    if uncertainty is not None:
+        item["uncertainty"] = dict(zip(DIMENSIONS, map(float, uncertainty), strict=True))
     return json.dumps(item, ensure_ascii=False) + "\n"
 
 
@@ -131,8 +135,9 @@ def score_file(
     with output.open("a" if resuming else "w", encoding="utf-8") as f:
         for batch in _chunks(records, chunk):
             truncated += count_truncated(scorer.encoder, batch)["truncated"]
-            scores = scorer.score_records(batch)
-            f.write("".join(score_line(r, s) for r, s in zip(batch, scores, strict=True)))
+            predicted = scorer.predict(batch)
+            scores, std = predicted.scores, predicted.uncertainty
+            f.write("".join(score_line(r, s, None if std is None else std[i]) for i, (r, s) in enumerate(zip(batch, scores, strict=True))))
             f.flush()
             os.fsync(f.fileno())
             for r, s in zip(batch, scores, strict=True):

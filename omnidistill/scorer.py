@@ -8,6 +8,10 @@
 Batches are sorted by token count and padded to the next multiple of ``eval.length_step`` tokens (one
 compiled function per padded length, reused across calls); results come back in input order and are
 deterministic: the same inputs give the same scores, bit for bit, on the same device.
+
+A model whose head gives a distribution over levels 1..5 (``classification``, ``ordinal``) also reports
+an ``uncertainty`` per item and dimension: the standard deviation of that distribution, in score points
+(0 when the model is sure of one level; at most 2, all mass split between 1 and 5).
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ import numpy as np
 from flax import nnx
 
 from omnidistill.config import DataConfig, MeshConfig
+from omnidistill.data.level_dist import level_std
 from omnidistill.data.schema import Record
 from omnidistill.data.tokenize import RecordEncoder, count_truncated
-from omnidistill.dimensions import DIMENSIONS
+from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
 from omnidistill.eval.predict import inference_buckets, predict_records, used_buckets, warm_up
 from omnidistill.models.regressor import make_predict_fn
 from omnidistill.parallel.mesh import build_mesh, replicated
@@ -41,6 +46,9 @@ class ScoreResult:
     score_names: tuple[str, ...]
     scores: np.ndarray
     """[N, len(score_names)], in input order."""
+    uncertainty: np.ndarray | None = None
+    """[N, len(score_names)] standard deviations of the predicted level distributions (None: the model's
+    head gives no distribution)."""
 
     @property
     def overall(self) -> np.ndarray:
@@ -53,9 +61,30 @@ class ScoreResult:
         out["overall"] = float(self.overall.mean())
         return out
 
-    def to_list(self) -> list[dict[str, float]]:
-        """One dict per item: its scores and their mean (``overall``)."""
-        return [{**dict(zip(self.score_names, map(float, row), strict=True)), "overall": float(row.mean())} for row in self.scores]
+    def to_list(self) -> list[dict[str, Any]]:
+        """One dict per item: its scores and their mean (``overall``), and ``uncertainty`` when there is one."""
+        out: list[dict[str, Any]] = [
+            {**dict(zip(self.score_names, map(float, row), strict=True)), "overall": float(row.mean())} for row in self.scores
+        ]
+        if self.uncertainty is not None:
+            for item, row in zip(out, self.uncertainty, strict=True):
+                item["uncertainty"] = dict(zip(self.score_names, map(float, row), strict=True))
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    """What a model predicts for N items: scores, and the level distributions when its head has them."""
+
+    scores: np.ndarray
+    """[N, 4] on the 1-5 scale."""
+    level_probs: np.ndarray | None = None
+    """[N, 4, 5] probabilities of levels 1..5 (``classification`` and ``ordinal`` heads)."""
+
+    @property
+    def uncertainty(self) -> np.ndarray | None:
+        """[N, 4] standard deviation of each level distribution (None without one)."""
+        return None if self.level_probs is None else level_std(self.level_probs).astype(np.float32)
 
 
 @dataclasses.dataclass
@@ -76,7 +105,8 @@ class Scorer:
         self.mesh = build_mesh(MeshConfig())
         self.params = jax.device_put(self.params, replicated(self.mesh))
         self.encoder = RecordEncoder.from_config(self.tokenizer, self.data)
-        self._predict = jax.jit(make_predict_fn(self.graphdef))
+        self.has_uncertainty = nnx.merge(self.graphdef, self.params).has_levels
+        self._predict = jax.jit(make_predict_fn(self.graphdef, levels=self.has_uncertainty))
         self.buckets = inference_buckets(self.max_length, self.length_step)
 
     @property
@@ -116,9 +146,16 @@ class Scorer:
     ) -> np.ndarray:
         """Scores [N, 4] in record order (``encoder``: another input text than the model's own;
         ``batch_size``: other than the scorer's)."""
+        return self.predict(records, progress=progress, encoder=encoder, batch_size=batch_size).scores
+
+    def predict(
+        self, records: Sequence[Record], *, progress: bool = False, encoder: RecordEncoder | None = None, batch_size: int | None = None
+    ) -> Prediction:
+        """:meth:`score_records` with the level distributions of a head that has them."""
         if not records:
-            return np.zeros((0, len(DIMENSIONS)), np.float32)
-        return predict_records(
+            empty = np.zeros((0, len(DIMENSIONS)), np.float32)
+            return Prediction(empty, np.zeros((0, len(DIMENSIONS), NUM_LEVELS), np.float32) if self.has_uncertainty else None)
+        out = predict_records(
             self._predict,
             self.params,
             records,
@@ -128,6 +165,7 @@ class Scorer:
             buckets=self.buckets,
             progress=progress,
         )
+        return Prediction(out[..., 0], out[..., 1:]) if self.has_uncertainty else Prediction(out)
 
     def score(
         self,
@@ -148,8 +186,9 @@ class Scorer:
         group_ids: Sequence[str | None] | str | None = None,
         batch_size: int | None = None,
         max_length: int | None = None,
-    ) -> list[dict[str, float] | None] | ScoreResult:
-        """Four scores per candidate (``None`` for an empty candidate, with a warning).
+    ) -> list[dict[str, Any] | None] | ScoreResult:
+        """Four scores per candidate (``None`` for an empty candidate, with a warning), and under
+        ``"uncertainty"`` their standard deviations when the model's head gives level distributions.
 
         Every field of the record schema can be given as a column (one value per candidate, or one
         value for all): the text fields (``questions``, ``sources``, ``references``, ``contexts``,
@@ -209,12 +248,15 @@ class Scorer:
                 self.tokenizer, self.max_length, dataclasses.replace(encoder.layout, task_line=True), encoder.truncation
             )
         self.warn_truncation(records)
-        scores = self.score_records(records, encoder=encoder, batch_size=batch_size)
+        predicted = self.predict(records, encoder=encoder, batch_size=batch_size)
         if omniscore_call:
-            return ScoreResult(score_names=DIMENSIONS, scores=scores)
-        out: list[dict[str, float] | None] = [None] * n
-        for i, row in zip(keep, scores, strict=True):
+            return ScoreResult(score_names=DIMENSIONS, scores=predicted.scores, uncertainty=predicted.uncertainty)
+        out: list[dict[str, Any] | None] = [None] * n
+        std = predicted.uncertainty
+        for j, (i, row) in enumerate(zip(keep, predicted.scores, strict=True)):
             out[i] = dict(zip(DIMENSIONS, map(float, row), strict=True))
+            if std is not None:
+                out[i]["uncertainty"] = dict(zip(DIMENSIONS, map(float, std[j]), strict=True))
         return out
 
     def warn_truncation(self, records: Sequence[Record]) -> int:

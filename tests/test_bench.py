@@ -166,7 +166,8 @@ def test_bench_score_varlen_batches_as_the_scorer_does(repo_root, tmp_path):
 
         def __call__(self, record):
             n = int(record)
-            return {"input_ids": np.ones(n, np.int32), "labels": np.zeros(4, np.float32), "label_mask": np.zeros(4, np.float32)}
+            zeros = np.zeros(4, np.float32)
+            return {"input_ids": np.ones(n, np.int32), "labels": zeros, "label_mask": zeros, "label_dist": np.zeros((4, 5), np.float32)}
 
     few = [5, 300, 17, 64, 33, 90, 2, 511, 40, 41, 12]
     want = [

@@ -5,7 +5,8 @@ The data are synthetic: each candidate is a reference text or a controlled corru
 characters), and its four labels come from a per-corruption profile plus noise. Refusals and garbled
 output are the two failure modes that leave token-level marks, so the tiny default (a 2-layer encoder
 trained from scratch for a few CPU minutes) can learn them; the others need a pretrained encoder.
-Train/dev labels are integers like an LLM judge's; test items
+Train/dev labels are integers like an LLM judge's, each drawn from the distribution stored beside it as
+``label_dist`` (what a judge's log-probabilities would give); test items
 carry two simulated annotators (``annotations``) and their mean as ``labels``. Deterministic:
 
     python tools/make_sample_data.py            # rewrites data/sample/
@@ -13,7 +14,9 @@ carry two simulated annotators (``annotations``) and their mean as ``labels``. D
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import random
 from pathlib import Path
 
@@ -138,6 +141,24 @@ def judge_labels(kind: str, rng: random.Random, integer: bool) -> dict:
     return out
 
 
+def judge_distribution(kind: str) -> dict:
+    """The distribution each train/dev label is drawn from, per dimension: P(level c) that
+    round(clip(N(mean, 0.45), 1, 5)) = c, as a judge's log-probabilities over the score token would
+    give it (4 decimals; the largest entry takes the rounding remainder so that each sums to 1)."""
+
+    def below(x: float, mean: float) -> float:
+        return 0.5 * (1.0 + math.erf((x - mean) / (0.45 * math.sqrt(2.0))))
+
+    out = {}
+    for dim, mean in zip(DIMS, PROFILES[kind], strict=True):
+        cdf = [0.0, *(below(edge, mean) for edge in (1.5, 2.5, 3.5, 4.5)), 1.0]
+        probs = [round(hi - lo, 4) for lo, hi in itertools.pairwise(cdf)]
+        top = probs.index(max(probs))
+        probs[top] = round(1.0 - sum(p for i, p in enumerate(probs) if i != top), 4)
+        out[dim] = probs
+    return out
+
+
 def main() -> None:
     rng = random.Random(20261122)
     bank = json.loads((ROOT / "tools" / "sample_bank.json").read_text(encoding="utf-8"))
@@ -161,6 +182,8 @@ def main() -> None:
                 record["labels"] = judge_labels(kind, rng, integer=True)
                 if split == "train" and rng.random() < 0.05:
                     record["labels"][rng.choice(DIMS)] = None  # a dimension the judge failed to give
+                dist = judge_distribution(kind)
+                record["label_dist"] = {d: dist[d] if record["labels"][d] is not None else None for d in DIMS}
             lines.append(json.dumps(record, ensure_ascii=False))
         (out_dir / f"{split}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
         start += size

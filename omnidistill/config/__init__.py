@@ -246,8 +246,11 @@ class LossConfig:
     """Training objective."""
 
     name: str = "auto"
-    """``auto`` (the head's own loss), ``mse``, ``huber``, ``ordinal``, ``cross_entropy``."""
+    """``auto`` (the head's own loss), ``mse``, ``huber``, ``ordinal``, ``cross_entropy``, ``distribution``
+    (the classification head against each record's level distribution, ``label_dist`` or its annotations)."""
     huber_delta: float = 1.0
+    distribution_mse_weight: float = 0.0
+    """With ``name: distribution``: weight of an added squared error of the expected score (0 disables it)."""
     ranking_weight: float = 0.0
     """Weight of an added in-batch pairwise ranking loss (0 disables it)."""
     dimension_weights: list[float] = dataclasses.field(default_factory=lambda: [1.0, 1.0, 1.0, 1.0])

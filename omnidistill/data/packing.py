@@ -19,7 +19,7 @@ import numpy as np
 
 from omnidistill.data.process_share import process_rows
 from omnidistill.data.token_cache import TokenCache
-from omnidistill.dimensions import NUM_DIMENSIONS
+from omnidistill.dimensions import NUM_DIMENSIONS, NUM_LEVELS
 
 
 def first_fit(lengths: np.ndarray, capacity: int, max_segments: int) -> list[list[int]]:
@@ -95,6 +95,7 @@ def packed_row_from_cache(cache: TokenCache, members: np.ndarray, length: int, m
     segment_ids = np.zeros(length, np.int32)
     labels = np.zeros((max_segments, NUM_DIMENSIONS), np.float32)
     label_mask = np.zeros((max_segments, NUM_DIMENSIONS), np.float32)
+    label_dist = np.zeros((max_segments, NUM_DIMENSIONS, NUM_LEVELS), np.float32)
     index = np.full(max_segments, -1, np.int32)
     at = 0
     for slot, i in enumerate(members.tolist()):
@@ -102,7 +103,7 @@ def packed_row_from_cache(cache: TokenCache, members: np.ndarray, length: int, m
         n = len(example["input_ids"])
         ids[at : at + n] = example["input_ids"]
         segment_ids[at : at + n] = slot + 1
-        labels[slot], label_mask[slot], index[slot] = example["labels"], example["label_mask"], i
+        labels[slot], label_mask[slot], label_dist[slot], index[slot] = example["labels"], example["label_mask"], example["label_dist"], i
         at += n
     return {
         "input_ids": ids,
@@ -110,6 +111,7 @@ def packed_row_from_cache(cache: TokenCache, members: np.ndarray, length: int, m
         "attention_mask": (segment_ids > 0).astype(np.int32),
         "labels": labels,
         "label_mask": label_mask,
+        "label_dist": label_dist,
         "example_mask": (index >= 0).astype(np.float32),
         "index": index,
     }

@@ -23,7 +23,7 @@ from omnidistill.data.process_share import process_rows
 from omnidistill.data.schema import Record
 from omnidistill.data.token_cache import TokenCache
 from omnidistill.data.tokenize import RecordEncoder
-from omnidistill.dimensions import NUM_DIMENSIONS
+from omnidistill.dimensions import NUM_DIMENSIONS, NUM_LEVELS
 
 
 def bucket_length(length: int, buckets: Sequence[int]) -> int:
@@ -41,6 +41,7 @@ def collate(examples: Sequence[dict[str, np.ndarray]], *, pad_id: int, buckets: 
     attn = np.zeros((batch_size, seq), np.int32)
     labels = np.zeros((batch_size, NUM_DIMENSIONS), np.float32)
     label_mask = np.zeros((batch_size, NUM_DIMENSIONS), np.float32)
+    label_dist = np.zeros((batch_size, NUM_DIMENSIONS, NUM_LEVELS), np.float32)
     example_mask = np.zeros((batch_size,), np.float32)
     index = np.full((batch_size,), -1, np.int32)
     for row, e in enumerate(examples):
@@ -49,6 +50,7 @@ def collate(examples: Sequence[dict[str, np.ndarray]], *, pad_id: int, buckets: 
         attn[row, :n] = 1
         labels[row] = e["labels"]
         label_mask[row] = e["label_mask"]
+        label_dist[row] = e["label_dist"]
         example_mask[row] = 1.0
         index[row] = e.get("index", -1)
     return {
@@ -56,6 +58,7 @@ def collate(examples: Sequence[dict[str, np.ndarray]], *, pad_id: int, buckets: 
         "attention_mask": attn,
         "labels": labels,
         "label_mask": label_mask,
+        "label_dist": label_dist,
         "example_mask": example_mask,
         "index": index,
     }
@@ -139,6 +142,7 @@ class _OwnRows(grain.transforms.Map):
             "attention_mask": attention,
             "labels": np.asarray(self.cache.labels[own], np.float32),
             "label_mask": np.asarray(self.cache.label_mask[own], np.float32),
+            "label_dist": np.asarray(self.cache.label_dist[own], np.float32),
             "example_mask": np.ones((self.per,), np.float32),
             "index": own.astype(np.int32),
         }
@@ -229,6 +233,7 @@ def _packing_input(example: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "input_ids": example["input_ids"],
         "labels": example["labels"][None],
         "label_mask": example["label_mask"][None],
+        "label_dist": example["label_dist"][None],
         "index": np.asarray(example["index"], np.int32).reshape(1),
     }
 
@@ -243,6 +248,7 @@ def packed_row(packed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "attention_mask": (segment_ids > 0).astype(np.int32),
         "labels": packed["labels"].astype(np.float32),
         "label_mask": packed["label_mask"].astype(np.float32),
+        "label_dist": packed["label_dist"].astype(np.float32),
         "example_mask": used.astype(np.float32),
         "index": np.where(packed["index_segment_ids"] > 0, packed["index"], -1).astype(np.int32),
     }
@@ -290,8 +296,9 @@ def packed_train_dataset(
         )
         return batches.to_iter_dataset(read_options)
     examples = _indexed_records(records).shuffle(seed=seed).repeat(None).map(_Encode(encoder)).map(_packing_input)
-    lengths = {"input_ids": pack.length, "labels": pack.max_segments, "label_mask": pack.max_segments, "index": pack.max_segments}
-    padding = {"input_ids": encoder.pad_id, "labels": 0.0, "label_mask": 0.0, "index": -1}
+    slots = pack.max_segments
+    lengths = {"input_ids": pack.length, "labels": slots, "label_mask": slots, "label_dist": slots, "index": slots}
+    padding = {"input_ids": encoder.pad_id, "labels": 0.0, "label_mask": 0.0, "label_dist": 0.0, "index": -1}
     rows = grain.experimental.FirstFitPackIterDataset(
         examples.to_iter_dataset(read_options),
         length_struct=lengths,

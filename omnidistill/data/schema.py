@@ -6,14 +6,16 @@ import dataclasses
 import math
 from typing import Any
 
-from omnidistill.dimensions import DIMENSIONS, SCORE_MAX, SCORE_MIN
+from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS, SCORE_MAX, SCORE_MIN
 
 TASKS = ("qa", "mt", "summarization", "headline", "paraphrase", "chat")
 TEXT_FIELDS = ("context", "question", "title", "source", "reference")
 """Input texts, in the order they form the model input before the candidate (only those present)."""
 META_FIELDS = ("dataset", "src_lang", "tgt_lang")
 """Metadata the teacher prompts use (prompt choice, MT language names); never part of the model input."""
-KNOWN_FIELDS = {"id", "task", "lang", *TEXT_FIELDS, *META_FIELDS, "candidate", "labels", "annotations", "group_id", "teacher"}
+KNOWN_FIELDS = {"id", "task", "lang", *TEXT_FIELDS, *META_FIELDS, "candidate", "labels", "label_dist", "annotations", "group_id", "teacher"}
+DIST_TOLERANCE = 1e-6
+"""How far a ``label_dist`` row may sum from 1."""
 
 
 class DataError(ValueError):
@@ -40,6 +42,9 @@ class Record:
     labels: tuple[float | None, ...] = (None,) * len(DIMENSIONS)
     annotations: tuple[tuple[float | None, ...], ...] = ()
     group_id: str | None = None
+    label_dist: tuple[tuple[float, ...] | None, ...] = ()
+    """The teacher's distribution over levels 1..5 per dimension (None = none for that dimension), or
+    ``()`` when the record has none at all; ``labels`` stays its expected value."""
 
     @property
     def has_labels(self) -> bool:
@@ -66,6 +71,34 @@ def label_vector(obj: Any, where: str, field: str) -> tuple[float | None, ...]:
             raise DataError(f"{where}: {field}.{dim}={value} is outside [1, 5]")
         values.append(float(value))
     return tuple(values)
+
+
+def label_distributions(obj: Any, where: str) -> tuple[tuple[float, ...] | None, ...]:
+    """``label_dist`` ({dimension: [p1, ..., p5] or null}) in dimension order: five finite, non-negative
+    numbers per dimension that sum to 1 within 1e-6; anything else is a :class:`DataError` naming
+    ``where`` and the field."""
+    if not isinstance(obj, dict):
+        raise DataError(f"{where}: label_dist must be an object with keys {', '.join(DIMENSIONS)}")
+    unknown = set(obj) - set(DIMENSIONS)
+    if unknown:
+        raise DataError(f"{where}: label_dist has unknown dimension(s) {', '.join(sorted(unknown))}")
+    rows: list[tuple[float, ...] | None] = []
+    for dim in DIMENSIONS:
+        value = obj.get(dim)
+        field = f"label_dist.{dim}"
+        if value is None:
+            rows.append(None)
+            continue
+        if not isinstance(value, list) or len(value) != NUM_LEVELS:
+            raise DataError(f"{where}: {field} must be a list of {NUM_LEVELS} probabilities (levels 1..5), got {value!r}")
+        for i, p in enumerate(value):
+            if isinstance(p, bool) or not isinstance(p, int | float) or not math.isfinite(p) or p < 0:
+                raise DataError(f"{where}: {field}[{i}] must be a non-negative number, got {p!r}")
+        total = math.fsum(value)
+        if abs(total - 1.0) > DIST_TOLERANCE:
+            raise DataError(f"{where}: {field} sums to {total!r}, not 1 (within {DIST_TOLERANCE})")
+        rows.append(tuple(float(p) for p in value))
+    return tuple(rows)
 
 
 def _optional_text(obj: dict, key: str, where: str) -> str | None:
@@ -110,6 +143,9 @@ def validate_record(obj: Any, where: str, *, require_labels: bool = True) -> Rec
         if not isinstance(obj["annotations"], list):
             raise DataError(f"{where}: annotations must be a list of label objects")
         annotations = tuple(label_vector(a, where, f"annotations[{i}]") for i, a in enumerate(obj["annotations"]))
+    label_dist: tuple[tuple[float, ...] | None, ...] = ()
+    if obj.get("label_dist") is not None:
+        label_dist = label_distributions(obj["label_dist"], where)
     if require_labels and all(v is None for v in labels):
         raise DataError(f"{where}: no labels (need at least one of {', '.join(DIMENSIONS)})")
     ident = obj.get("id", where)
@@ -129,4 +165,5 @@ def validate_record(obj: Any, where: str, *, require_labels: bool = True) -> Rec
         labels=labels,
         annotations=annotations,
         group_id=None if obj.get("group_id") is None else str(obj["group_id"]),
+        label_dist=label_dist,
     )

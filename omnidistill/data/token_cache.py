@@ -1,13 +1,13 @@
 """Token cache: each split tokenized once, stored flat on disk, read back by index.
 
 A cache holds, for N examples, one flat ``int32`` array of every example's token ids with ``N + 1``
-offsets, and the ``[N, 4]`` labels and label masks: exactly what :class:`RecordEncoder` returns for
+offsets, the ``[N, 4]`` labels and label masks, and the ``[N, 4, 5]`` level distributions: exactly what :class:`RecordEncoder` returns for
 each record, so batches built from it equal batches built by tokenizing on the fly. The arrays are
 memory-mapped, so a training process holds no Python object per example.
 
 A cache lives in ``<data.token_cache>/<fingerprint>/``. The fingerprint covers everything that
 changes the tokens: the tokenizer's full definition, the input format, layout, truncation and
-``max_length``, and every record's text fields and labels. A changed input gives a new fingerprint
+``max_length``, and every record's text fields, labels, label distributions and annotations. A changed input gives a new fingerprint
 (a new cache); an unchanged one reuses the cache across epochs and runs. A cache is written into a
 temporary folder and renamed into place at the end, so an interrupted build leaves nothing that is
 ever read.
@@ -33,14 +33,15 @@ from typing import Any
 
 import numpy as np
 
+from omnidistill.data.level_dist import distribution_matrix
 from omnidistill.data.schema import Record
 from omnidistill.data.tokenize import TRUNCATION_SAMPLE, RecordEncoder, label_matrix, sample_positions, truncation_estimate
-from omnidistill.dimensions import NUM_DIMENSIONS
+from omnidistill.dimensions import NUM_DIMENSIONS, NUM_LEVELS
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 CHUNK = 2048
 """Records tokenized per batched tokenizer call."""
-_ARRAYS = ("tokens", "offsets", "labels", "label_mask")
+_ARRAYS = ("tokens", "offsets", "labels", "label_mask", "label_dist")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +52,7 @@ class TokenCache(Sequence):
     offsets: np.ndarray
     labels: np.ndarray
     label_mask: np.ndarray
+    label_dist: np.ndarray
     directory: Path | None = None
 
     def __len__(self) -> int:
@@ -58,7 +60,12 @@ class TokenCache(Sequence):
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:  # type: ignore[override]
         start, end = self.offsets[i], self.offsets[i + 1]
-        return {"input_ids": self.tokens[start:end], "labels": self.labels[i], "label_mask": self.label_mask[i]}
+        return {
+            "input_ids": self.tokens[start:end],
+            "labels": self.labels[i],
+            "label_mask": self.label_mask[i],
+            "label_dist": self.label_dist[i],
+        }
 
     @property
     def truncation(self) -> dict[str, Any]:
@@ -106,7 +113,7 @@ def fingerprint(records: Iterable[Record], encoder: RecordEncoder) -> tuple[str,
     h.update(_tokenizer_definition(encoder.tokenizer).encode())
     count = 0
     for r in records:
-        fields = (r.task, r.question, r.source, r.reference, r.candidate, r.context, r.title, r.labels)
+        fields = (r.task, r.question, r.source, r.reference, r.candidate, r.context, r.title, r.labels, r.label_dist, r.annotations)
         h.update(json.dumps(fields, ensure_ascii=False, default=str).encode())
         h.update(b"\n")
         count += 1
@@ -130,7 +137,7 @@ def build(records: Iterable[Record], encoder: RecordEncoder, directory: str | Pa
     sample = set(sample_positions(total, TRUNCATION_SAMPLE, seed=0).tolist())  # whose untruncated length is measured
     sampled: list[Record] = []
     try:
-        lengths, tokens, labels, label_mask = [], [], [], []  # one array per chunk of CHUNK records
+        lengths, tokens, labels, label_mask, label_dist = [], [], [], [], []  # one array per chunk of CHUNK records
         count = 0
         with tqdm(total=total, desc="tokenize", unit="ex", disable=not progress, dynamic_ncols=True) as bar:
             for part in _chunks(records):
@@ -140,6 +147,7 @@ def build(records: Iterable[Record], encoder: RecordEncoder, directory: str | Pa
                 part_labels, part_mask = label_matrix(part)
                 labels.append(part_labels)
                 label_mask.append(part_mask)
+                label_dist.append(distribution_matrix(part))
                 sampled += [r for i, r in enumerate(part, start=count) if i in sample]
                 count += len(part)
                 bar.update(len(part))
@@ -151,6 +159,7 @@ def build(records: Iterable[Record], encoder: RecordEncoder, directory: str | Pa
             offsets.astype(np.int64),
             np.concatenate(labels) if labels else np.zeros((0, NUM_DIMENSIONS), np.float32),
             np.concatenate(label_mask) if label_mask else np.zeros((0, NUM_DIMENSIONS), np.float32),
+            np.concatenate(label_dist) if label_dist else np.zeros((0, NUM_DIMENSIONS, NUM_LEVELS), np.float32),
         )
         for name, array in zip(_ARRAYS, arrays, strict=True):
             np.save(staging / f"{name}.npy", array)

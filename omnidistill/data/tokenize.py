@@ -20,6 +20,7 @@ import numpy as np
 
 from omnidistill.config import DataConfig
 from omnidistill.data.input_text import TextLayout, format_record
+from omnidistill.data.level_dist import record_distribution
 from omnidistill.data.schema import Record
 from omnidistill.dimensions import NUM_DIMENSIONS
 
@@ -55,7 +56,8 @@ def field_of_tokens(offsets: list[tuple[int, int]], spans: tuple[tuple[int, int]
 
 
 class RecordEncoder:
-    """Tokenizes records into ``input_ids`` (unpadded) plus labels and label masks."""
+    """Tokenizes records into ``input_ids`` (unpadded) plus labels, label masks and level distributions
+    (:func:`omnidistill.data.level_dist.record_distribution`)."""
 
     def __init__(self, tokenizer: Any, max_length: int, layout: TextLayout | None = None, truncation: str = "context_first"):
         self.tokenizer = tokenizer
@@ -122,7 +124,7 @@ class RecordEncoder:
 
     def __call__(self, record: Record) -> dict[str, np.ndarray]:
         labels, mask = label_arrays(record)
-        return {"input_ids": self.token_ids(record), "labels": labels, "label_mask": mask}
+        return {"input_ids": self.token_ids(record), "labels": labels, "label_mask": mask, "label_dist": record_distribution(record)}
 
 
 def label_arrays(record: Record) -> tuple[np.ndarray, np.ndarray]:

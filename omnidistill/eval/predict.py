@@ -37,7 +37,8 @@ def predict_records(
     buckets: Sequence[int],
     progress: bool = False,
 ) -> np.ndarray:
-    """Scores [N, 4] in record order. ``predict_fn`` should be jitted (one compile per bucket)."""
+    """Scores [N, 4] in record order (or [N, 4, ...] when ``predict_fn`` gives more per dimension).
+    ``predict_fn`` should be jitted (one compile per bucket)."""
     n_shards = mesh.shape["data"] * mesh.shape["fsdp"]
     batch_size = max(n_shards, -(-batch_size // n_shards) * n_shards)
     sharding = batch_sharding(mesh)
@@ -49,7 +50,7 @@ def predict_records(
         process_index=jax.process_index(),
         process_count=jax.process_count(),
     )
-    out = np.zeros((len(records), NUM_DIMENSIONS), np.float32)
+    out: np.ndarray | None = None
     if progress and jax.process_index() == 0:
         from tqdm import tqdm
 
@@ -59,8 +60,10 @@ def predict_records(
         scores = _to_host(predict_fn(params, batch))
         index = _to_host(global_batch_array(local["index"], sharding))
         keep = index >= 0
+        if out is None:
+            out = np.zeros((len(records), *scores.shape[1:]), np.float32)
         out[index[keep]] = scores[keep]
-    return out
+    return np.zeros((0, NUM_DIMENSIONS), np.float32) if out is None else out
 
 
 def warm_up(predict_fn: Callable[[Any, dict], jax.Array], params: Any, mesh: Mesh, *, batch_size: int, buckets: Sequence[int]) -> None:

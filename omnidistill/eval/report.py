@@ -17,6 +17,7 @@ from omnidistill.eval.bootstrap import headline_intervals
 from omnidistill.eval.consistency import cross_lingual_consistency
 from omnidistill.eval.metrics import check_scores, grouped_metrics, macro_mae, regression_metrics, weighted_group_mae
 from omnidistill.eval.ranking import calibrate_epsilon
+from omnidistill.eval.uncertainty import uncertainty_markdown
 
 HEADLINE = ("mae", "rmse", "pearson", "acc1")
 
@@ -249,6 +250,8 @@ def report_markdown(report: dict, title: str = "Evaluation") -> str:
         ]
         if "rwg_by_task" in ag:
             lines += _rwg_table_markdown(ag["rwg_by_task"], "Annotator agreement r_wg by task (as OmniScore Table 2)")
+    if "uncertainty" in report:
+        lines += uncertainty_markdown(report["uncertainty"])
     if "cross_lingual" in report:
         lines += _cross_lingual_markdown(report["cross_lingual"])
     meta = report.get("meta", {})

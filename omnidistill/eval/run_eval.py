@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import jax
+from flax import nnx
 
 from omnidistill.config import MeshConfig
+from omnidistill.data.level_dist import level_std
 from omnidistill.data.sources import read_records, refuse_duplicate_ids
 from omnidistill.data.splits import load_split
 from omnidistill.data.tokenize import RecordEncoder, count_truncated
@@ -20,6 +22,7 @@ from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.plots import write_plots
 from omnidistill.eval.predict import inference_buckets, predict_records, used_buckets, warm_up
 from omnidistill.eval.report import build_report, mean_baseline, train_mean_labels, write_report
+from omnidistill.eval.uncertainty import uncertainty_report, write_calibration_plot
 from omnidistill.models.regressor import make_predict_fn
 from omnidistill.parallel.mesh import build_mesh, replicated
 from omnidistill.runs.load import load_trained
@@ -90,19 +93,23 @@ def evaluate_run(
         )
     mesh = build_mesh(MeshConfig())
     params = jax.device_put(params, replicated(mesh))
-    predict_fn = jax.jit(make_predict_fn(graphdef))
+    levels = nnx.merge(graphdef, params).has_levels
+    predict_fn = jax.jit(make_predict_fn(graphdef, levels=levels))
     bs = batch_size or cfg.eval.batch_size
     buckets = inference_buckets(cfg.data.max_length, cfg.eval.length_step)
     warm_up(predict_fn, params, mesh, batch_size=bs, buckets=used_buckets(lengths, encoder.max_length, buckets))
     start = time.perf_counter()
-    pred = predict_records(predict_fn, params, records, encoder, mesh, batch_size=bs, buckets=buckets)
+    out = predict_records(predict_fn, params, records, encoder, mesh, batch_size=bs, buckets=buckets)
     seconds = time.perf_counter() - start
+    pred, level_probs = (out[..., 0], out[..., 1:]) if levels else (out, None)
     weights_file = lang_weights or cfg.eval.lang_weights
     weights = load_group_weights(weights_file) if weights_file else None
     report = build_report(records, pred, bootstrap_samples=bootstrap_samples, null=null, lang_weights=weights)
     baseline = train_mean_baseline(cfg, records, report["overall"]["mae_dims"])
     if baseline is not None:
         report["baseline"] = baseline
+    if level_probs is not None:
+        report["uncertainty"] = uncertainty_report(records, pred, level_probs)
     if weights_file:
         report["lang_mae_weights"] = str(weights_file)
     report["meta"] = {
@@ -123,19 +130,19 @@ def evaluate_run(
     write_report(report, out_dir, name=split, title=f"{split} ({len(records)} items, step {step})")
     if plots:
         report["meta"]["plots"] = [str(p) for p in write_plots(records, pred, report, out_dir, prefix=split)]
+        if level_probs is not None:
+            report["meta"]["plots"].append(str(write_calibration_plot(report["uncertainty"], out_dir / f"{split}_calibration.png")))
     if compare:
         judges = {"student": pred, **{name: load_predictions(path, records) for name, path in compare.items()}}
         comparison = compare_judges(records, judges)
         (out_dir / f"{split}_compare.json").write_text(json.dumps(comparison, indent=2), encoding="utf-8")
         (out_dir / f"{split}_compare.md").write_text(comparison_markdown(comparison), encoding="utf-8")
         report["comparison"] = comparison
+    std = None if level_probs is None else level_std(level_probs)
     with (out_dir / f"{split}_predictions.jsonl").open("w", encoding="utf-8") as f:
-        for rec, row in zip(records, pred, strict=True):
-            f.write(
-                json.dumps(
-                    {"id": rec.id, "task": rec.task, "lang": rec.lang, "pred": dict(zip(DIMENSIONS, map(float, row), strict=True))},
-                    ensure_ascii=False,
-                )
-                + "\n"
-            )
+        for i, (rec, row) in enumerate(zip(records, pred, strict=True)):
+            line = {"id": rec.id, "task": rec.task, "lang": rec.lang, "pred": dict(zip(DIMENSIONS, map(float, row), strict=True))}
+            if std is not None:
+                line["uncertainty"] = dict(zip(DIMENSIONS, map(float, std[i]), strict=True))
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
     return report

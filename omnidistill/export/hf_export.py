@@ -2,7 +2,9 @@
 
 ``hf``: ``model.safetensors`` with the PyTorch keys of the family's ``*ForSequenceClassification``,
 ``config.json`` (``num_labels=4``, ``problem_type="multi_label_classification"``, ``id2label`` = the
-four dimensions); it fits ``model.pooling: cls`` (the family's pooler) with ``linear_sigmoid``.
+four dimensions); it fits ``model.pooling: cls`` (the family's pooler) with ``linear_sigmoid``, and with
+``classification``: 20 logits, the 4 dimensions x 5 levels row-major (``id2label`` ``"clarity=3"``...),
+whose softmax per dimension gives the score (its expected level) and the uncertainty (its std).
 ``omniscore``: the ``omniscore`` package's ``OmniScoreModel`` (:mod:`omnidistill.export.omniscore_format`);
 it fits the paper's head, ``cls_raw``, and ``mean``. Both hold the tokenizer, a model card
 (:mod:`omnidistill.export.model_card`) and an ``omnidistill`` block in ``config.json`` with the input
@@ -28,7 +30,7 @@ import numpy as np
 
 from omnidistill.data.input_text import clean, source_text
 from omnidistill.data.schema import Record
-from omnidistill.dimensions import DIMENSIONS
+from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
 from omnidistill.export.card_metadata import CardInfo
 from omnidistill.export.errors import ExportError
 from omnidistill.export.hub import HubTarget, hub_token, push_folder
@@ -39,7 +41,8 @@ from omnidistill.models.weights import flax_to_hf
 from omnidistill.runs.load import load_trained
 
 log = logging.getLogger(__name__)
-HF_HEADS = {("cls", "linear_sigmoid")}
+HF_HEADS = {("cls", "linear_sigmoid"), ("cls", "classification")}
+LEVEL_HEADS = ("classification", "ordinal")  # heads with a distribution over levels 1..5 (an uncertainty)
 HF_DECODER_HEADS = {("last_token", "linear_sigmoid")}  # with model.head_bias: false (a bias-free score layer)
 OMNISCORE_HEADS = {("cls_raw", "linear_sigmoid"), ("mean", "linear_sigmoid"), ("last_token", "linear_sigmoid")}
 FORMATS = ("auto", "hf", "omniscore")
@@ -51,21 +54,30 @@ PROBE_RECORDS = [
 ]
 
 
-def hf_config_dict(family_name: str, arch: Any, settings: dict[str, Any]) -> dict[str, Any]:
+def hf_labels(head: str) -> list[str]:
+    """The ``id2label`` names of an ``hf`` export: the dimensions, or ``dimension=level`` for the
+    classification head's 4 x 5 logits (row-major: dimension, then level)."""
+    if head == "classification":
+        return [f"{d}={level}" for d in DIMENSIONS for level in range(1, NUM_LEVELS + 1)]
+    return list(DIMENSIONS)
+
+
+def hf_config_dict(family_name: str, arch: Any, settings: dict[str, Any], head: str = "linear_sigmoid") -> dict[str, Any]:
     """The standard ``config.json`` contents for the family's sequence-classification class."""
     from transformers import AutoConfig
 
     family = get_family(family_name)
     fields = arch.to_hf()
     model_type = fields.pop("model_type")
+    labels = hf_labels(head)
     config = AutoConfig.for_model(
         model_type,
         **fields,
         architectures=[family.hf_class],
-        num_labels=len(DIMENSIONS),
-        problem_type="multi_label_classification",
-        id2label=dict(enumerate(DIMENSIONS)),
-        label2id={d: i for i, d in enumerate(DIMENSIONS)},
+        num_labels=len(labels),
+        problem_type="multi_label_classification" if head != "classification" else None,
+        id2label=dict(enumerate(labels)),
+        label2id={name: i for i, name in enumerate(labels)},
     )
     out = config.to_dict()
     out["omnidistill"] = settings
@@ -80,6 +92,11 @@ def choose_format(pooling: str, head: str, requested: str = "auto", *, decoder: 
     ``last_token`` (a missing head bias is written as zeros)."""
     if requested not in FORMATS:
         raise ExportError(f"unknown export format {requested!r} (choose from {', '.join(FORMATS)})")
+    if requested == "omniscore" and head in LEVEL_HEADS:
+        raise ExportError(
+            f"--format omniscore holds one sigmoid score per dimension, not model.head={head!r}'s distribution over levels 1..5 "
+            "(its uncertainty); export it with --format hf (model.pooling=cls, model.head=classification: the 4 x 5 level logits)"
+        )
     hf_heads = HF_DECODER_HEADS if decoder else HF_HEADS
     hf_fits = (pooling, head) in hf_heads and head_bias != decoder
     fits = [name for name, ok in (("hf", hf_fits), ("omniscore", (pooling, head) in OMNISCORE_HEADS)) if ok]
@@ -132,7 +149,13 @@ def consumer_scores(folder: Path, folder_format: str, encoder: Any, records: lis
         model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
         enc = tok(texts, truncation=True, max_length=encoder.max_length, padding=True, return_tensors="pt")
         with torch.no_grad():
-            scores = (1 + 4 * torch.sigmoid(model(**enc).logits)).numpy()
+            logits = model(**enc).logits
+        if logits.shape[-1] == len(DIMENSIONS):
+            scores = (1 + 4 * torch.sigmoid(logits)).numpy()
+        else:  # the classification head, as the model card reads it: [score, p(1..5)] per dimension
+            probs = logits.view(-1, len(DIMENSIONS), NUM_LEVELS).softmax(-1)
+            score = (probs * torch.arange(1, NUM_LEVELS + 1, dtype=probs.dtype)).sum(-1)
+            scores = torch.cat([score[..., None], probs], dim=-1).numpy()
         return scores, [tok(t, truncation=True, max_length=encoder.max_length)["input_ids"] for t in texts]
     from omniscore import OmniScorer
     from omniscore.formatting import format_example
@@ -155,14 +178,19 @@ def consumer_scores(folder: Path, folder_format: str, encoder: Any, records: lis
 
 
 def verify_folder(folder: Path, folder_format: str, params: Any, graphdef: Any, encoder: Any, records: list, tolerance: float) -> float:
-    """Max |score difference| between the JAX model and the folder's consumer; ids must match exactly
-    wherever the training truncation and the consumer's agree (all inputs within ``max_length``)."""
+    """Max |score difference| between the JAX model and the folder's consumer (and of every level
+    probability, for the classification head); ids must match exactly wherever the training truncation
+    and the consumer's agree (all inputs within ``max_length``)."""
+    from flax import nnx
+
     from omnidistill.data.pipeline import collate
     from omnidistill.models.regressor import make_predict_fn
 
     examples = [encoder(r) for r in records]
     batch = collate(examples, pad_id=encoder.pad_id, buckets=(), batch_size=len(examples))
-    ours = np.asarray(jax.jit(make_predict_fn(graphdef))(params, batch))
+    levels = folder_format == "hf" and nnx.merge(graphdef, params).head_name == "classification"
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask")}
+    ours = np.asarray(jax.jit(make_predict_fn(graphdef, levels=levels))(params, inputs))
     theirs, their_ids = consumer_scores(folder, folder_format, encoder, records)
     exact = np.array([encoder.truncation == "right" or n <= encoder.max_length for n in encoder.full_lengths(records)])
     for record, example, ids, comparable in zip(records, examples, their_ids, exact, strict=True):
@@ -219,7 +247,7 @@ def export_run(
     settings = card_settings(cfg, encoder.layout)
     if folder_format == "hf":
         tensors = export_tensors(cfg.model.family, arch, params, cfg.model.pooling, cfg.model.head, cfg.model.head_bias)
-        config = hf_config_dict(cfg.model.family, arch, settings)
+        config = hf_config_dict(cfg.model.family, arch, settings, cfg.model.head)
         if decoder and config.get("pad_token_id") is None:  # the class finds the last token by pad_token_id
             config["pad_token_id"] = tokenizer.pad_token_id
     else:

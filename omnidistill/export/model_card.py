@@ -88,9 +88,19 @@ def model_card(run_dir: Path, cfg: Config, step: int, folder_format: str, layout
                 + text_code
                 + example
                 + f"enc = tok(text, truncation=True, max_length={n}, return_tensors='pt')\n"
-                "with torch.no_grad():\n"
-                "    scores = (1 + 4 * model(**enc).logits.sigmoid())[0].tolist()\n"
-                "print(dict(zip(model.config.id2label.values(), scores)))\n",
+                + (
+                    "with torch.no_grad():\n"
+                    "    probs = model(**enc).logits.view(-1, 4, 5).softmax(-1)  # [items, dimension, level 1..5]\n"
+                    "levels = torch.arange(1, 6, dtype=probs.dtype)\n"
+                    "scores = (probs * levels).sum(-1)  # the expected level\n"
+                    "std = (probs * (levels - scores[..., None]) ** 2).sum(-1).sqrt()  # the uncertainty\n"
+                    f"names = {list(DIMENSIONS)!r}\n"
+                    "print(dict(zip(names, scores[0].tolist())), dict(zip(names, std[0].tolist())))\n"
+                    if cfg.model.head == "classification"
+                    else "with torch.no_grad():\n"
+                    "    scores = (1 + 4 * model(**enc).logits.sigmoid())[0].tolist()\n"
+                    "print(dict(zip(model.config.id2label.values(), scores)))\n"
+                ),
             )
         )
     else:
@@ -145,6 +155,7 @@ def model_card(run_dir: Path, cfg: Config, step: int, folder_format: str, layout
             "print(scores)\n",
         )
     )
+    head_words = "a 5-level softmax per dimension" if cfg.model.head == "classification" else "four linear heads"
     usage = "\n".join(f"### {title}\n\n```python\n{code}```\n" for title, code in blocks)
     head = front_matter(cfg, folder_format, info, data, report, info.model_name or run_dir.name)
     return f"""{head}
@@ -152,9 +163,9 @@ def model_card(run_dir: Path, cfg: Config, step: int, folder_format: str, layout
 
 Scores a generated text (the candidate) against its input on four dimensions, each on a 1–5 scale:
 {", ".join(DIMENSIONS)}. Trained with omnidistill: {cfg.model.family} backbone, {pooling.get(cfg.model.pooling, cfg.model.pooling)},
-four linear heads, step {step}{f", dev MAE {dev:.3f}" if dev is not None else ""}. Folder format: `{folder_format}`.
+{head_words}, step {step}{f", dev MAE {dev:.3f}" if dev is not None else ""}. Folder format: `{folder_format}`.
 
-**Score formula:** `score = 1 + 4 * sigmoid(logit)`, one logit per dimension, in the order {", ".join(DIMENSIONS)}.
+{score_formula(cfg.model.head)}
 
 **Input text** (`data.input_format: {cfg.data.input_format}`): the item's fields, stripped, in one text
 built by `input_text` below; the source-side fields (context, question, title, source: those present)
@@ -178,10 +189,25 @@ form the source. {"A task line holds the task name." if layout.task_line else "T
 """
 
 
+def score_formula(head: str) -> str:
+    """The card's sentence on how logits become scores (and, for the classification head, uncertainties)."""
+    order = ", ".join(DIMENSIONS)
+    if head == "classification":
+        return (
+            f"**Score formula:** 20 logits, 5 per dimension (levels 1–5) in the order {order}. Per dimension, "
+            "`p = softmax(logits.view(4, 5))` is a distribution over the levels; the score is its expected level "
+            "`sum_c c * p_c` and the **uncertainty** its standard deviation `sqrt(sum_c p_c (c - score)^2)`, "
+            "in score points (0: sure of one level; the larger, the less sure)."
+        )
+    return f"**Score formula:** `score = 1 + 4 * sigmoid(logit)`, one logit per dimension, in the order {order}."
+
+
 def card_settings(cfg: Config, layout: TextLayout) -> dict[str, Any]:
     """The ``omnidistill`` block of the exported ``config.json``: what reproducing the inputs needs."""
+    levels = cfg.model.head == "classification"
     return {
-        "score": "1 + 4 * sigmoid(logits)",
+        "score": "sum_c c * softmax(logits.view(4, 5))[d, c-1]" if levels else "1 + 4 * sigmoid(logits)",
+        "head": cfg.model.head,
         "dimensions": list(DIMENSIONS),
         "pooling": cfg.model.pooling,
         "input_format": cfg.data.input_format,

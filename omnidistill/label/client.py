@@ -25,6 +25,8 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     attempts: int
+    logprobs: list[dict[str, Any]] | None = None
+    """``choices[0].logprobs.content`` when log-probabilities were asked for and returned."""
 
 
 class ChatClient:
@@ -54,11 +56,23 @@ class ChatClient:
             return json.loads(resp.read().decode("utf-8"))
 
     def complete(
-        self, messages: list[dict[str, str]], *, model: str, temperature: float = 0.0, max_tokens: int = 800, seed: int | None = None
+        self,
+        messages: list[dict[str, str]],
+        *,
+        model: str,
+        temperature: float = 0.0,
+        max_tokens: int = 800,
+        seed: int | None = None,
+        top_logprobs: int | None = None,
     ) -> Completion:
+        """One answer; ``top_logprobs``: also ask for each token's log-probability and its ``top_logprobs``
+        alternatives (the OpenAI ``logprobs``/``top_logprobs`` request fields)."""
         payload: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
         if seed is not None:
             payload["seed"] = seed
+        if top_logprobs is not None:
+            payload["logprobs"] = True
+            payload["top_logprobs"] = top_logprobs
         last_error = ""
         for attempt in range(self.max_retries + 1):
             wait = min(self.max_backoff_s, self.backoff_s * 2**attempt)
@@ -66,8 +80,9 @@ class ChatClient:
                 body = self._request(payload)
                 choice = body["choices"][0]["message"]["content"]
                 usage = body.get("usage") or {}
+                logprobs = (body["choices"][0].get("logprobs") or {}).get("content") if top_logprobs is not None else None
                 return Completion(
-                    str(choice or ""), int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)), attempt + 1
+                    str(choice or ""), int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)), attempt + 1, logprobs
                 )
             except urllib.error.HTTPError as err:
                 last_error = f"HTTP {err.code}"

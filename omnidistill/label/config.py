@@ -36,6 +36,18 @@ class LabelConfig:
     reference_mode: Literal["auto", "based", "free"] = "auto"
     """``auto``: show the reference when an item has one; ``based``: judge against the reference, and an
     item without one fails; ``free``: never show it."""
+    logprobs: bool = False
+    """Ask the server for token log-probabilities and turn each answer's score tokens into a distribution
+    over levels 1..5 (``label_dist``; ``labels`` is then its expected value). See
+    :mod:`omnidistill.label.logprobs` for how the score token is found and how missing mass is handled."""
+    top_logprobs: int = 5
+    """Alternatives per token to ask for (OpenAI allows 0-20)."""
+    logprobs_min_mass: float = 0.5
+    """The least share of the top-k probability that levels 1-5 must carry for a score's distribution."""
+    logprobs_fallback: Literal["error", "answer"] = "error"
+    """A score without a usable distribution (no ``top_logprobs``, too little level mass): ``error`` makes
+    the answer invalid (an answer without any logprobs stops the run); ``answer`` uses the point mass at
+    the answered score and counts it in the stats."""
     concurrency: int = 8
     """Requests in flight at once."""
     max_retries: int = 4
@@ -64,6 +76,18 @@ def load_label_config(path: str | Path | None, overrides: list[str] | tuple[str,
         cfg = from_dict(LabelConfig, data)
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}" if path else str(err)) from None
+    check_label_config(cfg, str(path))
+    return cfg
+
+
+def check_label_config(cfg: LabelConfig, where: str = "label config") -> None:
+    """Refuse, by field, settings that do not work together."""
+    path = where
     if not cfg.models:
         raise ConfigError(f"{path}: models must name at least one judge model")
-    return cfg
+    if cfg.logprobs and cfg.aggregation != "mean":
+        raise ConfigError(f"{path}: logprobs: true makes labels the expected value of label_dist; aggregation must be mean")
+    if cfg.logprobs and cfg.mode == "error_report":
+        raise ConfigError(f"{path}: logprobs: true needs answered scores; mode: error_report computes them from severities")
+    if cfg.logprobs and not 1 <= cfg.top_logprobs <= 20:
+        raise ConfigError(f"{path}: top_logprobs must be from 1 to 20, got {cfg.top_logprobs}")

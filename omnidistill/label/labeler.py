@@ -1,6 +1,14 @@
 """Label a dataset with one or more LLM judges: prompts -> cached, retried requests -> strict parsing ->
 aggregation. An item whose judges never give a valid answer is written to ``<output>.failed.jsonl``
 with its errors and gets no label: scores are never invented.
+
+``label_dist`` (the teacher's distribution over levels 1..5 per dimension) is written when there is more
+than one judgment or ``logprobs`` is on. Each judgment gives a distribution per dimension: from its
+token log-probabilities (:mod:`omnidistill.label.logprobs`), or else the point mass at its answer. The
+judgments of one judge model are averaged (``samples: k`` gives the empirical distribution of its k
+answers, or the mean of their log-probability distributions), then the judge models' distributions are
+averaged with equal weights (their mixture). With ``logprobs``, ``labels`` is the expected value of
+``label_dist``.
 """
 
 from __future__ import annotations
@@ -17,16 +25,20 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
+from omnidistill.data.level_dist import LEVELS
 from omnidistill.data.schema import Record
 from omnidistill.data.sources import read_records
+from omnidistill.dimensions import DIMENSIONS
 from omnidistill.label import checklist as ce
 from omnidistill.label.aggregate import aggregate
 from omnidistill.label.cache import DiskCache, request_key
 from omnidistill.label.client import ChatClient, ClientError
-from omnidistill.label.config import LabelConfig
+from omnidistill.label.config import LabelConfig, check_label_config
 from omnidistill.label.error_report import error_report_messages, parse_error_report
+from omnidistill.label.logprobs import LogprobsError, answer_distribution, judgment_distributions
 from omnidistill.label.omniscore_prompts import PROMPTS, omniscore_messages, prompt_key
 from omnidistill.label.parse import JudgeOutputError, parse_judgment, parse_list, parse_nested_judgment, parse_pairwise_choice
 from omnidistill.label.prompts import judge_messages
@@ -41,6 +53,7 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     invalid_answers: int = 0
+    logprobs_fallbacks: int = 0
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -57,10 +70,12 @@ class Labeler:
         self.client = client or ChatClient(
             cfg.base_url, os.environ.get(cfg.api_key_env), timeout_s=cfg.timeout_s, max_retries=cfg.max_retries, backoff_s=cfg.backoff_s
         )
+        check_label_config(cfg)
         self.cache = DiskCache(cfg.cache_dir)
         self.usage = Usage()
 
-    def _ask(self, messages: list[dict[str, str]], model: str, sample: int, attempt: int) -> str:
+    def _ask(self, messages: list[dict[str, str]], model: str, sample: int, attempt: int, logprobs: bool = False) -> dict[str, Any]:
+        """The answer (``text``, and ``logprobs`` when asked for), from the cache or the server."""
         payload = {
             "model": model,
             "messages": messages,
@@ -69,27 +84,57 @@ class Labeler:
             "sample": sample,
             "attempt": attempt,
         }
+        top = self.cfg.top_logprobs if logprobs else None
+        if top is not None:
+            payload["top_logprobs"] = top
         key = request_key(payload)
         hit = self.cache.get(key)
         if hit is not None:
             self.usage.add(cached=1)
-            return hit["text"]
-        answer = self.client.complete(messages, model=model, temperature=self.cfg.temperature, max_tokens=self.cfg.max_tokens, seed=sample)
+            return hit
+        answer = self.client.complete(
+            messages, model=model, temperature=self.cfg.temperature, max_tokens=self.cfg.max_tokens, seed=sample, top_logprobs=top
+        )
         self.usage.add(requests=answer.attempts, prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens)
-        self.cache.put(key, {"text": answer.text, "prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens})
-        return answer.text
+        value = {"text": answer.text, "prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens}
+        if top is not None:
+            value["logprobs"] = answer.logprobs
+        self.cache.put(key, value)
+        return value
 
-    def _valid(self, messages, model, sample, parser):
-        """Ask until the parser accepts the answer (1 + invalid_retries requests); raises the last error."""
+    def _valid(self, messages, model, sample, parser, *, distributions: bool = False):
+        """Ask until the parser accepts the answer (1 + invalid_retries requests); raises the last error.
+        ``distributions``: the result also gets ``dist`` ({dimension: [p1..p5]})."""
         error: Exception | None = None
         for attempt in range(self.cfg.invalid_retries + 1):
-            text = self._ask(messages, model, sample, attempt)
+            answer = self._ask(messages, model, sample, attempt, logprobs=distributions and self.cfg.logprobs)
             try:
-                return parser(text)
+                result = parser(answer["text"])
+                if distributions:
+                    result["dist"] = self._distributions(answer, result["scores"], model)
+                return result
             except JudgeOutputError as err:
                 self.usage.add(invalid_answers=1)
                 error = err
         raise JudgeOutputError(f"{model}: {error}")
+
+    def _distributions(self, answer: dict[str, Any], scores: dict[str, float], model: str) -> dict[str, list[float]]:
+        """One judgment's distribution per dimension: from its log-probabilities, else its answer."""
+        if not self.cfg.logprobs:
+            return {d: answer_distribution(v) for d, v in scores.items()}
+        if not answer.get("logprobs") and self.cfg.logprobs_fallback == "error":
+            raise LogprobsUnavailable(
+                f"{self.cfg.base_url} ({model}) answered without logprobs although logprobs: true asked for them; "
+                "use a server that returns logprobs/top_logprobs, or set logprobs_fallback: answer (the answered score as a point mass)"
+            )
+        try:
+            nested = self.cfg.prompt_set == "omniscore"
+            return judgment_distributions(answer["text"], answer.get("logprobs"), nested=nested, min_mass=self.cfg.logprobs_min_mass)
+        except LogprobsError as err:
+            if self.cfg.logprobs_fallback == "error":
+                raise JudgeOutputError(f"logprobs: {err}") from None
+            self.usage.add(logprobs_fallbacks=1)
+            return {d: answer_distribution(v) for d, v in scores.items()}
 
     def request(self, record: Record, checklist: list[str] | None = None) -> tuple[list[dict[str, str]], Callable[[str], dict]]:
         """The judge messages for ``record`` under the configured prompt set and mode, and the parser of
@@ -132,22 +177,21 @@ class Labeler:
                 checklists[model] = items
             for sample in range(self.cfg.samples):
                 try:
-                    judgments.append({"model": model, "sample": sample, **self._valid(messages, model, sample, parser)})
+                    judgments.append({"model": model, "sample": sample, **self._valid(messages, model, sample, parser, distributions=True)})
                 except (JudgeOutputError, ClientError) as err:
                     errors.append(str(err))
         scores = [j["scores"] for j in judgments]
         teacher: dict[str, Any] = {"prompt_set": self.cfg.prompt_set, "mode": self.cfg.mode}
         if self.cfg.prompt_set == "omniscore" and self.cfg.mode != "error_report":
             teacher["prompt"] = prompt_key(record) if record.task in ("qa", "chat", *PROMPTS) else None
-        teacher["judgments"] = [{k: v for k, v in j.items() if k != "scores"} for j in judgments]
+        teacher["judgments"] = [{k: v for k, v in j.items() if k not in ("scores", "dist")} for j in judgments]
         if checklists:
             teacher["checklists"] = checklists
-        return {
-            "judgments": judgments,
-            "errors": errors,
-            "labels": aggregate(scores, self.cfg.aggregation) if scores else None,
-            "teacher": teacher,
-        }
+        labels = aggregate(scores, self.cfg.aggregation) if scores else None
+        label_dist = mixture(judgments) if judgments and (self.cfg.logprobs or len(judgments) > 1) else None
+        if label_dist is not None and self.cfg.logprobs:
+            labels = {d: float(np.dot(p, LEVELS)) for d, p in label_dist.items()}
+        return {"judgments": judgments, "errors": errors, "labels": labels, "label_dist": label_dist, "teacher": teacher}
 
     def label_file(self, inputs: list[str], output: str | Path) -> dict[str, Any]:
         """Label every record of ``inputs``; writes ``output``, ``output.failed.jsonl`` and ``output.stats.json``."""
@@ -160,13 +204,17 @@ class Labeler:
         with output.open("w", encoding="utf-8") as out, failed_path.open("w", encoding="utf-8") as failed:
             for record, result in zip(records, results, strict=True):
                 item = {
-                    k: v for k, v in dataclasses.asdict(record).items() if v not in (None, (), []) and k not in ("labels", "annotations")
+                    k: v
+                    for k, v in dataclasses.asdict(record).items()
+                    if v not in (None, (), []) and k not in ("labels", "annotations", "label_dist")
                 }
                 if result["labels"] is None:
                     failed.write(json.dumps({**item, "label_errors": result["errors"]}, ensure_ascii=False) + "\n")
                     n_failed += 1
                     continue
                 item["labels"] = result["labels"]
+                if result["label_dist"] is not None:
+                    item["label_dist"] = result["label_dist"]
                 if len(result["judgments"]) > 1:
                     item["annotations"] = [j["scores"] for j in result["judgments"]]
                 if self.cfg.prompt_set != "flat" or self.cfg.mode != "direct":
@@ -183,6 +231,7 @@ class Labeler:
             "requests": u.requests,
             "cached_answers": u.cached,
             "invalid_answers": u.invalid_answers,
+            "logprobs_fallbacks": u.logprobs_fallbacks,
             "prompt_tokens": u.prompt_tokens,
             "completion_tokens": u.completion_tokens,
             "cost_usd": round(cost, 6),
@@ -245,12 +294,26 @@ class Labeler:
         return stats
 
 
+class LogprobsUnavailable(RuntimeError):
+    """``logprobs: true`` but the server answers without log-probabilities: stops the run."""
+
+
+def mixture(judgments: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """{dimension: [p1..p5]}: each judge model's judgments averaged, then the models averaged equally."""
+    by_model: dict[str, list[dict[str, list[float]]]] = {}
+    for j in judgments:
+        by_model.setdefault(j["model"], []).append(j["dist"])
+    out = {}
+    for dim in DIMENSIONS:
+        per_model = [np.mean([d[dim] for d in dists], axis=0) for dists in by_model.values() if all(dim in d for d in dists)]
+        if per_model:
+            out[dim] = [float(p) for p in np.mean(per_model, axis=0)]
+    return out
+
+
 def judge_agreement(judgments_per_item: list[list[dict]]) -> dict | None:
     """r*_wg(j) (uniform and maximum-disagreement nulls), and per dimension Fleiss' kappa and r_wg, among
     the judgments of each item (several judges or samples), over items with at least two."""
-    import numpy as np
-
-    from omnidistill.dimensions import DIMENSIONS
     from omnidistill.eval.agreement import category_counts, fleiss_kappa, mean_rwg, rwg_table
 
     rated = [[[j["scores"].get(d, np.nan) for d in DIMENSIONS] for j in js] for js in judgments_per_item if len(js) >= 2]

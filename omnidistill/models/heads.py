@@ -20,6 +20,9 @@ and the loss they train with by default (``loss.name: auto``):
 - ``ordinal``: cumulative-link head: one projection per dimension and 4 ordered thresholds,
   ``P(y > k) = sigmoid(g - t_k)``; expected score ``1 + sum_k P(y > k)`` (``ordinal``);
 - ``classification``: 5-way softmax per dimension, expected score ``sum_c c p_c`` (``cross_entropy``).
+
+``ordinal`` and ``classification`` also define ``level_probs(outputs) -> [B, 4, 5]``, a distribution
+over levels 1..5 per dimension: its standard deviation is the model's uncertainty.
 """
 
 from __future__ import annotations
@@ -28,10 +31,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from omnidistill.dimensions import NUM_DIMENSIONS, SCORE_MAX, SCORE_MIN
+from omnidistill.dimensions import NUM_DIMENSIONS, NUM_LEVELS, SCORE_MAX, SCORE_MIN
 from omnidistill.models.layers import dropout
 
-NUM_LEVELS = 5
 _INIT = nnx.initializers.normal(0.02)
 
 
@@ -216,6 +218,13 @@ class OrdinalHead(nnx.Module):
     def scores(self, outputs: jax.Array) -> jax.Array:
         return SCORE_MIN + jnp.sum(jax.nn.sigmoid(outputs), axis=-1)
 
+    def level_probs(self, outputs: jax.Array) -> jax.Array:
+        """[B, 4, 5] probabilities of levels 1..5: ``P(y > k - 1) - P(y > k)`` (ordered thresholds keep
+        them non-negative); their expected value is :meth:`scores`."""
+        above = jax.nn.sigmoid(outputs)  # P(y > 1..4)
+        ones, zeros = jnp.ones_like(above[..., :1]), jnp.zeros_like(above[..., :1])
+        return jnp.concatenate([ones, above], axis=-1) - jnp.concatenate([above, zeros], axis=-1)
+
 
 class ClassificationHead(nnx.Module):
     """Five-way classification per dimension; the score is the expectation over levels 1..5."""
@@ -233,6 +242,10 @@ class ClassificationHead(nnx.Module):
     def scores(self, outputs: jax.Array) -> jax.Array:
         levels = jnp.arange(1, NUM_LEVELS + 1, dtype=jnp.float32)
         return jnp.sum(jax.nn.softmax(outputs, axis=-1) * levels, axis=-1)
+
+    def level_probs(self, outputs: jax.Array) -> jax.Array:
+        """[B, 4, 5] softmax over levels 1..5 per dimension."""
+        return jax.nn.softmax(outputs, axis=-1)
 
 
 HEADS: dict[str, type[nnx.Module]] = {

@@ -126,8 +126,9 @@ def classifier_model_config(family: Family, hf_config: dict[str, Any], tensors: 
     """The model config that runs a ``*ForSequenceClassification`` checkpoint exactly: an encoder's head
     pools [CLS] through its pooler (``cls``); a decoder's scores its last token with a bias-free layer
     (``last_token``, ``head_bias`` as the checkpoint has it)."""
-    if not family.decoder:
-        return ModelConfig(family=family.name, pooling="cls")
+    if not family.decoder:  # an omnidistill export of the classification head says so (20 logits: 4 dimensions x 5 levels)
+        head = hf_config.get("omnidistill", {}).get("head", "linear_sigmoid")
+        return ModelConfig(family=family.name, pooling="cls", head="classification" if head == "classification" else "linear_sigmoid")
     bias_key = next(e.hf_key for e in family.weight_table(family.config_from_hf(hf_config)) if e.path == ("head", "linear", "bias"))
     return ModelConfig(family=family.name, pooling="last_token", head_bias=bias_key in tensors)
 

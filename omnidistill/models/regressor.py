@@ -62,6 +62,17 @@ class Regressor(nnx.Module):
         """Map head outputs to [B, 4] scores on the 1-5 scale."""
         return self.head.scores(outputs)
 
+    @property
+    def has_levels(self) -> bool:
+        """Whether the head gives a distribution over levels 1..5 (``ordinal``, ``classification``)."""
+        return hasattr(self.head, "level_probs")
+
+    def level_probs(self, outputs: jax.Array) -> jax.Array:
+        """[B, 4, 5] probabilities of levels 1..5; only for heads with :attr:`has_levels`."""
+        if not self.has_levels:
+            raise ValueError(f"model.head={self.head_name!r} gives one score per dimension, not a distribution over levels")
+        return self.head.level_probs(outputs)
+
 
 def build_regressor(model_cfg: ModelConfig, hf_config: dict[str, Any], *, dtype=jnp.float32, seed: int = 0) -> Regressor:
     """Randomly initialised regressor for ``hf_config`` (an HF config dict) in ``model_cfg.family``."""
@@ -72,11 +83,15 @@ def build_regressor(model_cfg: ModelConfig, hf_config: dict[str, Any], *, dtype=
     return Regressor(family, arch, model_cfg, dtype=dtype, rngs=nnx.Rngs(seed))
 
 
-def make_predict_fn(graphdef: nnx.GraphDef) -> Callable[[Any, dict[str, jax.Array]], jax.Array]:
-    """(params, batch) -> scores [B, 4], deterministic (no dropout)."""
+def make_predict_fn(graphdef: nnx.GraphDef, *, levels: bool = False) -> Callable[[Any, dict[str, jax.Array]], jax.Array]:
+    """(params, batch) -> scores [B, 4], deterministic (no dropout). ``levels``: [B, 4, 6], the score
+    followed by the probabilities of levels 1..5 (heads with a level distribution only)."""
 
     def predict(params: Any, batch: dict[str, jax.Array]) -> jax.Array:
         model = nnx.merge(graphdef, params)
-        return model.scores(model(batch["input_ids"], batch["attention_mask"]))
+        outputs = model(batch["input_ids"], batch["attention_mask"])
+        if not levels:
+            return model.scores(outputs)
+        return jnp.concatenate([model.scores(outputs)[..., None], model.level_probs(outputs)], axis=-1)
 
     return predict

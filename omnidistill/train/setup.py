@@ -36,7 +36,7 @@ from omnidistill.train.state import TrainState
 from omnidistill.train.step import make_train_step
 
 log = logging.getLogger(__name__)
-BATCH_KEYS = ("input_ids", "attention_mask", "labels", "label_mask", "example_mask")
+BATCH_KEYS = ("input_ids", "attention_mask", "labels", "label_mask", "label_dist", "example_mask")
 PACKED_BATCH_KEYS = (*BATCH_KEYS, "segment_ids")
 
 

@@ -26,14 +26,15 @@ def forward_examples(model: Any, batch: Batch, rng: jax.Array | None) -> tuple[j
 
     A packed batch (with ``segment_ids``; labels [B, K, 4]) gives B * K example slots; a plain batch
     gives B. Either way the result is ``outputs`` [N, ...] and ``labels``/``label_mask`` [N, 4],
-    ``example_mask`` [N].
+    ``example_mask`` [N] and, when the batch has them, ``label_dist`` [N, 4, 5].
     """
+    keys = [k for k in ("labels", "label_mask", "example_mask", "label_dist") if k in batch]
     if "segment_ids" not in batch:
         outputs = model(batch["input_ids"], batch["attention_mask"], rng=rng)
-        return outputs, {k: batch[k] for k in ("labels", "label_mask", "example_mask")}
+        return outputs, {k: batch[k] for k in keys}
     slots = batch["labels"].shape[1]
     outputs = model(batch["input_ids"], batch["attention_mask"], segment_ids=batch["segment_ids"], num_segments=slots, rng=rng)
-    flat = {k: batch[k].reshape(-1, *batch[k].shape[2:]) for k in ("labels", "label_mask", "example_mask")}
+    flat = {k: batch[k].reshape(-1, *batch[k].shape[2:]) for k in keys}
     return outputs, flat
 
 
@@ -48,7 +49,18 @@ def make_loss_fn(graphdef: nnx.GraphDef, loss_cfg: LossConfig) -> Callable:
         scores = model.scores(outputs)
         labels = ex["labels"]
         mask = ex["label_mask"] * ex["example_mask"][:, None]
-        total, count = loss_impl(outputs, scores, labels, mask * weights, huber_delta=loss_cfg.huber_delta)
+        dist = ex.get("label_dist")
+        dist_mask = None if dist is None else (jnp.sum(dist, axis=-1) > 0) * ex["example_mask"][:, None] * weights
+        total, count = loss_impl(
+            outputs,
+            scores,
+            labels,
+            mask * weights,
+            huber_delta=loss_cfg.huber_delta,
+            label_dist=dist,
+            dist_mask=dist_mask,
+            distribution_mse_weight=loss_cfg.distribution_mse_weight,
+        )
         if loss_cfg.ranking_weight > 0:
             rank_sum, pairs = pairwise_ranking(scores, labels, mask)
             total = total + loss_cfg.ranking_weight * count * rank_sum / jnp.maximum(pairs, 1.0)

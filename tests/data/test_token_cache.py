@@ -138,7 +138,7 @@ def test_each_process_reads_only_its_rows_and_the_global_batch_is_unchanged(tmp_
                 reads.append(key)
             return super().__getitem__(key)
 
-    counting = TokenCache(np.asarray(cache.tokens).view(CountingTokens), cache.offsets, cache.labels, cache.label_mask)
+    counting = TokenCache(np.asarray(cache.tokens).view(CountingTokens), cache.offsets, cache.labels, cache.label_mask, cache.label_dist)
     kwargs = dict(global_batch=8, seed=2, buckets=[32, 64, 96])
     steps = 12
     whole_ds = train_dataset(records, encoder, **kwargs)

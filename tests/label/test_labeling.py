@@ -171,6 +171,7 @@ def test_samples_majority_and_checklist_mode(server, tmp_path):
     item = json.loads((tmp_path / "out.jsonl").read_text())
     assert item["labels"]["clarity"] == 4.0  # 2-of-3 rule over seeds 0, 1, 2 -> 2, 4, 4
     assert len(item["annotations"]) == 3
+    assert item["label_dist"]["clarity"] == pytest.approx([0, 1 / 3, 0, 2 / 3, 0])  # the three answers' empirical distribution
     judge_prompts = [p for p in FakeJudge.prompts if '"checklist"' not in p and '"concepts"' not in p]
     assert len(judge_prompts) == 3 and all("Does the answer name the city?" in p for p in judge_prompts)
     # CE-Judge steps: concepts of instruction and response, then one checklist per direction (both kept)
