@@ -11,7 +11,8 @@ A sweep file::
 
 Each run trains into ``output_dir/<name>`` and is scored on dev with its best checkpoint; the table
 (``summary.md``, ``summary.json``) lists dev MAE (mean over dimensions), RMSE, Pearson, Acc@±1 and
-wall time per run.
+wall time per run, and for heads with a level distribution the NLL of the dev labels and the Spearman
+correlation of the predicted std with the absolute error (:mod:`omnidistill.eval.uncertainty`).
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def run_sweep(
         start = time.perf_counter()
         summary = train(cfg)
         wall = time.perf_counter() - start
-        report = evaluate_run(cfg.train.output_dir, split="dev")["overall"]
+        full = evaluate_run(cfg.train.output_dir, split="dev")
+        report, doubt = full["overall"], full.get("uncertainty", {})
         rows.append(
             {
                 "run": name,
@@ -71,6 +73,8 @@ def run_sweep(
                 "dev_rmse": report["rmse"],
                 "dev_pearson": report["pearson"],
                 "dev_acc1": report["acc1"],
+                "dev_nll": doubt.get("nll"),
+                "dev_std_error_spearman": doubt.get("spearman"),
                 "steps": summary["steps"],
                 "wall_s": wall,
             }
@@ -79,12 +83,20 @@ def run_sweep(
     return rows
 
 
+def _maybe(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
 def summary_markdown(rows: list[dict[str, Any]]) -> str:
-    lines = ["| run | overrides | dev MAE | RMSE | Pearson r | Acc@±1 | steps | wall (s) |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| run | overrides | dev MAE | RMSE | Pearson r | Acc@±1 | NLL | Spearman(std, error) | steps | wall (s) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         lines.append(
             f"| {r['run']} | `{' '.join(r['overrides'])}` | {r['dev_mae']:.4f} | {r['dev_rmse']:.4f} | "
-            f"{r['dev_pearson']:.3f} | {r['dev_acc1']:.3f} | {r['steps']} | {r['wall_s']:.1f} |"
+            f"{r['dev_pearson']:.3f} | {r['dev_acc1']:.3f} | {_maybe(r.get('dev_nll'))} | {_maybe(r.get('dev_std_error_spearman'))} | "
+            f"{r['steps']} | {r['wall_s']:.1f} |"
         )
     return "\n".join(lines) + "\n"
 

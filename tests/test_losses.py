@@ -60,3 +60,50 @@ def test_ranking_gradient_pushes_better_item_up():
     assert (grad[0] < 0).all() and (grad[1] > 0).all()  # descent raises item 0, lowers item 1
     _, pairs = pairwise_ranking(scores, labels, jnp.array([[1.0, 1.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0]]))
     assert float(pairs) == 3
+
+
+def _numpy_distribution_loss(outputs, dist, dist_mask, scores, labels, mask, mse_weight):
+    z = outputs - outputs.max(-1, keepdims=True)
+    log_p = z - np.log(np.exp(z).sum(-1, keepdims=True))
+    ce = -(dist * log_p).sum(-1)
+    total = (ce * dist_mask).sum() + mse_weight * (((scores - labels) ** 2) * mask).sum()
+    cells = (dist_mask > 0) | ((mask > 0) & (mse_weight > 0))
+    return total, cells.sum()
+
+
+@pytest.mark.parametrize("mse_weight", [0.0, 0.5])
+def test_distribution_loss_equals_a_numpy_reference(mse_weight):
+    from omnidistill.losses import distribution_cross_entropy
+
+    rng = np.random.default_rng(0)
+    outputs = rng.normal(size=(6, 4, 5)).astype(np.float32) * 2
+    dist = rng.dirichlet(np.ones(5), size=(6, 4)).astype(np.float32)
+    dist[0, 2] = 0.0  # no distribution for this cell
+    dist_mask = (dist.sum(-1) > 0) * np.array([1.0, 2.0, 1.0, 0.5], np.float32)
+    labels = rng.uniform(1, 5, size=(6, 4)).astype(np.float32)
+    mask = np.ones((6, 4), np.float32)
+    mask[1, 3] = 0.0
+    scores = (np.exp(outputs) / np.exp(outputs).sum(-1, keepdims=True) * np.arange(1, 6)).sum(-1)
+    total, count = distribution_cross_entropy(
+        jnp.asarray(outputs), jnp.asarray(scores), jnp.asarray(labels), jnp.asarray(mask),
+        label_dist=jnp.asarray(dist), dist_mask=jnp.asarray(dist_mask), distribution_mse_weight=mse_weight,
+    )  # fmt: skip
+    want_total, want_count = _numpy_distribution_loss(outputs.astype(np.float64), dist, dist_mask, scores, labels, mask, mse_weight)
+    assert float(total) == pytest.approx(want_total, rel=1e-5) and int(count) == want_count
+
+
+def test_a_dimension_without_a_distribution_is_masked():
+    from omnidistill.losses import distribution_cross_entropy
+
+    dist = jnp.zeros((1, 4, 5)).at[0, :3, 2].set(1.0)  # faithfulness has none
+    dist_mask = (jnp.sum(dist, -1) > 0).astype(jnp.float32)
+
+    def loss(outputs):
+        return distribution_cross_entropy(outputs, None, None, None, label_dist=dist, dist_mask=dist_mask)[0]
+
+    outputs = jnp.asarray(np.random.default_rng(1).normal(size=(1, 4, 5)), jnp.float32)
+    grad = jax.grad(loss)(outputs)
+    assert np.all(np.asarray(grad[0, 3]) == 0) and np.all(np.abs(np.asarray(grad[0, :3])) > 0)
+    assert int(distribution_cross_entropy(outputs, None, None, None, label_dist=dist, dist_mask=dist_mask)[1]) == 3
+    with pytest.raises(ValueError, match=r"model\.head=classification"):
+        distribution_cross_entropy(outputs[..., :4], None, None, None, label_dist=dist, dist_mask=dist_mask)

@@ -90,12 +90,13 @@ def model_card(run_dir: Path, cfg: Config, step: int, folder_format: str, layout
                 + f"enc = tok(text, truncation=True, max_length={n}, return_tensors='pt')\n"
                 + (
                     "with torch.no_grad():\n"
-                    "    probs = model(**enc).logits.view(-1, 4, 5).softmax(-1)  # [items, dimension, level 1..5]\n"
+                    "    probs = model(**enc).logits.view(-1, 4, 5).softmax(-1)[0]  # [dimension, level 1..5]\n"
                     "levels = torch.arange(1, 6, dtype=probs.dtype)\n"
-                    "scores = (probs * levels).sum(-1)  # the expected level\n"
-                    "std = (probs * (levels - scores[..., None]) ** 2).sum(-1).sqrt()  # the uncertainty\n"
+                    "expected = (probs * levels).sum(-1)  # the score: the expected level\n"
+                    "std = (probs * (levels - expected[:, None]) ** 2).sum(-1).sqrt()  # the uncertainty\n"
                     f"names = {list(DIMENSIONS)!r}\n"
-                    "print(dict(zip(names, scores[0].tolist())), dict(zip(names, std[0].tolist())))\n"
+                    "scores, uncertainty = dict(zip(names, expected.tolist())), dict(zip(names, std.tolist()))\n"
+                    "print(scores, uncertainty)\n"
                     if cfg.model.head == "classification"
                     else "with torch.no_grad():\n"
                     "    scores = (1 + 4 * model(**enc).logits.sigmoid())[0].tolist()\n"
@@ -149,10 +150,15 @@ def model_card(run_dir: Path, cfg: Config, step: int, folder_format: str, layout
             "omnidistill (JAX)",
             "from omnidistill import Scorer\n\n"
             f'path = "{PLACEHOLDER}"\n'
-            f"scores = list(Scorer.load(path).score(candidates=[{EXAMPLE['candidate']!r}], sources=[{EXAMPLE['source']!r}]"
+            f"item = Scorer.load(path).score(candidates=[{EXAMPLE['candidate']!r}], sources=[{EXAMPLE['source']!r}]"
             + (", tasks=['qa']" if layout.task_line else "")
-            + ")[0].values())\n"
-            "print(scores)\n",
+            + ")[0]\n"
+            + (
+                "scores, uncertainty = {d: item[d] for d in item if d != 'uncertainty'}, item['uncertainty']\n"
+                "print(scores, uncertainty)\n"
+                if cfg.model.head == "classification"
+                else "scores = list(item.values())\nprint(scores)\n"
+            ),
         )
     )
     head_words = "a 5-level softmax per dimension" if cfg.model.head == "classification" else "four linear heads"

@@ -1,4 +1,5 @@
-"""Training on packed rows end to end: sharded, accumulated, logged, and resumed exactly."""
+"""Training on packed rows end to end: sharded, accumulated, logged, and resumed exactly (with the
+``distribution`` loss, so the soft labels travel through the packer and the checkpointed iterator)."""
 
 import json
 import shutil
@@ -26,6 +27,8 @@ def packed_args(repo_root, run, *extra):
         "mesh.data=2",
         "mesh.tensor=4",
         "data.dev=[]",
+        "model.head=classification",
+        "loss.name=distribution",
         f"data.train=[{repo_root}/data/sample/train.jsonl]",
         f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
         *extra,
@@ -38,6 +41,7 @@ def test_packed_run_resumes_bit_identically(tmp_path, repo_root):
     log = [json.loads(line) for line in (straight / "train_log.jsonl").read_text().splitlines()]
     # per step the fill varies with the rows drawn; bucketed padding of the same data is ~0.5
     assert all(r["padding_fraction"] < 0.25 and np.isfinite(r["loss"]) and r["examples_per_s"] > 0 for r in log)
+    assert all(r["loss"] > 0.5 for r in log)  # cross-entropy against label_dist (an all-zero target would give 0)
 
     resumed = tmp_path / "resumed"
     shutil.copytree(straight, resumed)
