@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from omnidistill.config import TfdsConfig
 from omnidistill.data.schema import META_FIELDS, TEXT_FIELDS, DataError, Record, validate_record
-from omnidistill.dimensions import DIMENSIONS
+from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
 
 SCHEMA_NAME = "omnidistill_schema"
 SPLIT_FILES = ("train", "dev", "test")
@@ -39,9 +39,11 @@ def schema_builder_class():
         return tfds.builder_cls(SCHEMA_NAME)
 
     class OmnidistillSchema(tfds.core.GeneratorBasedBuilder):
-        """Items in the omnidistill schema; labels are a float vector with NaN for a missing dimension."""
+        """Items in the omnidistill schema; labels are a float vector with NaN for a missing dimension, and
+        ``label_dist`` a [4, 5] matrix with NaN rows for a dimension without a distribution (1.1.0)."""
 
-        VERSION = tfds.core.Version("1.0.0")
+        VERSION = tfds.core.Version("1.1.0")
+        RELEASE_NOTES: ClassVar[dict[str, str]] = {"1.1.0": "label_dist: the teacher's distribution over levels 1..5 per dimension"}
         MANUAL_DOWNLOAD_INSTRUCTIONS = "Put train/dev/test .jsonl or .parquet files in the manual directory."
 
         def _info(self):
@@ -52,6 +54,7 @@ def schema_builder_class():
                     {
                         **{k: text for k in ("id", "task", "lang", *TEXT_FIELDS, *META_FIELDS, "candidate", "group_id")},
                         "labels": tfds.features.Tensor(shape=(len(DIMENSIONS),), dtype=np.float32),
+                        "label_dist": tfds.features.Tensor(shape=(len(DIMENSIONS), NUM_LEVELS), dtype=np.float32),
                     }
                 ),
             )
@@ -82,11 +85,21 @@ def schema_builder_class():
                         "group_id": r.group_id or "",
                         **{f: getattr(r, f) or "" for f in (*TEXT_FIELDS, *META_FIELDS)},
                         "labels": np.array([np.nan if v is None else v for v in r.labels], np.float32),
+                        "label_dist": dist_matrix(r),
                     },
                 )
 
     OmnidistillSchema.name = SCHEMA_NAME
     return OmnidistillSchema
+
+
+def dist_matrix(record: Any) -> np.ndarray:
+    """A record's ``label_dist`` as float32 [4, 5], NaN rows where a dimension has none."""
+    out = np.full((len(DIMENSIONS), NUM_LEVELS), np.nan, np.float32)
+    for d, row in enumerate(record.label_dist):
+        if row is not None:
+            out[d] = row
+    return out
 
 
 def build_schema_dataset(manual_dir: str | Path, data_dir: str | Path) -> Path:
@@ -149,6 +162,11 @@ class TfdsRecords(Sequence[Record]):
         labels = {d: v for d, v in labels.items() if not np.isnan(v)}
         if labels:
             obj["labels"] = labels
+        if "label_dist" in item:
+            rows = np.asarray(item["label_dist"], np.float64)
+            dist = {d: row.tolist() for d, row in zip(DIMENSIONS, rows, strict=True) if not np.isnan(row).any()}
+            if dist:
+                obj["label_dist"] = dist
         return obj
 
     def __iter__(self):

@@ -154,8 +154,7 @@ def model_card(run_dir: Path, cfg: Config, step: int, folder_format: str, layout
             + (", tasks=['qa']" if layout.task_line else "")
             + ")[0]\n"
             + (
-                "scores, uncertainty = {d: item[d] for d in item if d != 'uncertainty'}, item['uncertainty']\n"
-                "print(scores, uncertainty)\n"
+                "scores, uncertainty = {d: item[d] for d in item if d != 'uncertainty'}, item['uncertainty']\nprint(scores, uncertainty)\n"
                 if cfg.model.head == "classification"
                 else "scores = list(item.values())\nprint(scores)\n"
             ),
