@@ -229,8 +229,10 @@ class _ConstantScorer:
     def __init__(self, encoder):
         self.encoder, self.max_length = encoder, encoder.max_length
 
-    def score_records(self, records):
-        return np.full((len(records), 4), 3.0, np.float32)
+    def predict(self, records):
+        from omnidistill.scorer import Prediction
+
+        return Prediction(np.full((len(records), 4), 3.0, np.float32))
 
 
 def test_scoring_a_file_holds_one_chunk_not_the_file(tmp_path, tiny_tokenizer_dir):

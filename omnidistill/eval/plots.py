@@ -1,4 +1,5 @@
-"""PNG plots of an evaluation: predicted vs gold per dimension, error by task and language, histograms."""
+"""PNG plots of an evaluation: predicted vs gold per dimension, error by task and language, histograms,
+and the calibration of a level-distribution head's uncertainty."""
 
 from __future__ import annotations
 
@@ -74,3 +75,29 @@ def write_plots(records: Sequence[Record], pred: np.ndarray, report: dict, out_d
     fig.savefig(paths[-1], dpi=110)
     plt.close(fig)
     return paths
+
+
+def write_calibration_plot(report: dict, path: str | Path) -> Path:
+    """``path``: expected vs observed absolute error, and Acc@±1, by confidence bin."""
+    plt = _pyplot()
+    bins = report["calibration"]
+    x = np.arange(1, len(bins) + 1)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    expected, observed = [b["expected_abs_error"] for b in bins], [b["abs_error"] for b in bins]
+    axes[0].plot(expected, observed, "o-", label="bins (most confident first)")
+    top = max([*expected, *observed, 0.1])
+    axes[0].plot([0, top], [0, top], "k--", lw=1, label="calibrated")
+    axes[0].set_xlabel("expected abs error (from the predicted distribution)")
+    axes[0].set_ylabel("observed abs error")
+    axes[0].set_title(f"Calibration (Spearman std vs error {report['spearman']:.2f})")
+    axes[0].legend()
+    axes[1].bar(x, [b["acc1"] for b in bins], color="tab:blue")
+    axes[1].set_xlabel("confidence decile (1 = lowest std)")
+    axes[1].set_ylabel("Acc@±1")
+    axes[1].set_ylim(0, 1.05)
+    axes[1].set_title("Acc@±1 by confidence decile")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

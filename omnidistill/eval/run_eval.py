@@ -19,10 +19,10 @@ from omnidistill.data.tokenize import RecordEncoder, count_truncated
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.compare import compare_judges, comparison_markdown, load_predictions
 from omnidistill.eval.metrics import load_group_weights
-from omnidistill.eval.plots import write_plots
+from omnidistill.eval.plots import write_calibration_plot, write_plots
 from omnidistill.eval.predict import inference_buckets, predict_records, used_buckets, warm_up
 from omnidistill.eval.report import build_report, mean_baseline, train_mean_labels, write_report
-from omnidistill.eval.uncertainty import uncertainty_report, write_calibration_plot
+from omnidistill.eval.uncertainty import uncertainty_report
 from omnidistill.models.regressor import make_predict_fn
 from omnidistill.parallel.mesh import build_mesh, replicated
 from omnidistill.runs.load import load_trained
