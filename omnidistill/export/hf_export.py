@@ -36,13 +36,14 @@ from omnidistill.export.errors import ExportError
 from omnidistill.export.hub import HubTarget, hub_token, push_folder
 from omnidistill.export.model_card import card_settings, model_card
 from omnidistill.export.omniscore_format import omniscore_config_dict, omniscore_tensors
+from omnidistill.models.heads import HEADS
 from omnidistill.models.registry import get_family
 from omnidistill.models.weights import flax_to_hf
 from omnidistill.runs.load import load_trained
 
 log = logging.getLogger(__name__)
 HF_HEADS = {("cls", "linear_sigmoid"), ("cls", "classification")}
-LEVEL_HEADS = ("classification", "ordinal")  # heads with a distribution over levels 1..5 (an uncertainty)
+LEVEL_HEADS = {name for name, head in HEADS.items() if hasattr(head, "level_probs")}  # a distribution over levels 1..5
 HF_DECODER_HEADS = {("last_token", "linear_sigmoid")}  # with model.head_bias: false (a bias-free score layer)
 OMNISCORE_HEADS = {("cls_raw", "linear_sigmoid"), ("mean", "linear_sigmoid"), ("last_token", "linear_sigmoid")}
 FORMATS = ("auto", "hf", "omniscore")

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from omnidistill.data.level_dist import LEVELS
+from omnidistill.data.level_dist import expected_level, level_split
 from omnidistill.data.schema import Record
 from omnidistill.data.sources import read_records
 from omnidistill.dimensions import DIMENSIONS
@@ -38,7 +38,7 @@ from omnidistill.label.cache import DiskCache, request_key
 from omnidistill.label.client import ChatClient, ClientError
 from omnidistill.label.config import LabelConfig, check_label_config
 from omnidistill.label.error_report import error_report_messages, parse_error_report
-from omnidistill.label.logprobs import LogprobsError, answer_distribution, judgment_distributions
+from omnidistill.label.logprobs import LogprobsError, judgment_distributions
 from omnidistill.label.omniscore_prompts import PROMPTS, omniscore_messages, prompt_key
 from omnidistill.label.parse import JudgeOutputError, parse_judgment, parse_list, parse_nested_judgment, parse_pairwise_choice
 from omnidistill.label.prompts import judge_messages
@@ -121,7 +121,7 @@ class Labeler:
     def _distributions(self, answer: dict[str, Any], scores: dict[str, float], model: str) -> dict[str, list[float]]:
         """One judgment's distribution per dimension: from its log-probabilities, else its answer."""
         if not self.cfg.logprobs:
-            return {d: answer_distribution(v) for d, v in scores.items()}
+            return answered(scores)
         if not answer.get("logprobs") and self.cfg.logprobs_fallback == "error":
             raise LogprobsUnavailable(
                 f"{self.cfg.base_url} ({model}) answered without logprobs although logprobs: true asked for them; "
@@ -134,7 +134,7 @@ class Labeler:
             if self.cfg.logprobs_fallback == "error":
                 raise JudgeOutputError(f"logprobs: {err}") from None
             self.usage.add(logprobs_fallbacks=1)
-            return {d: answer_distribution(v) for d, v in scores.items()}
+            return answered(scores)
 
     def request(self, record: Record, checklist: list[str] | None = None) -> tuple[list[dict[str, str]], Callable[[str], dict]]:
         """The judge messages for ``record`` under the configured prompt set and mode, and the parser of
@@ -190,7 +190,7 @@ class Labeler:
         labels = aggregate(scores, self.cfg.aggregation) if scores else None
         label_dist = mixture(judgments) if judgments and (self.cfg.logprobs or len(judgments) > 1) else None
         if label_dist is not None and self.cfg.logprobs:
-            labels = {d: float(np.dot(p, LEVELS)) for d, p in label_dist.items()}
+            labels = {d: float(expected_level(np.asarray(p))) for d, p in label_dist.items()}
         return {"judgments": judgments, "errors": errors, "labels": labels, "label_dist": label_dist, "teacher": teacher}
 
     def label_file(self, inputs: list[str], output: str | Path) -> dict[str, Any]:
@@ -292,6 +292,11 @@ class Labeler:
         }
         output.with_name(output.name + ".stats.json").write_text(json.dumps(stats, indent=2), encoding="utf-8")
         return stats
+
+
+def answered(scores: dict[str, float]) -> dict[str, list[float]]:
+    """The point mass at each answered (integer) score: a judgment's distribution without logprobs."""
+    return {d: level_split(v).tolist() for d, v in scores.items()}
 
 
 class LogprobsUnavailable(RuntimeError):

@@ -18,14 +18,13 @@ usable distribution, which :class:`LogprobsError` reports like an answer without
 from __future__ import annotations
 
 import math
-import re
 from json.decoder import scanstring
 from json.scanner import NUMBER_RE
 from typing import Any
 
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
+from omnidistill.label.parse import JudgeOutputError, json_object_span
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 _WS = " \t\n\r"
 _LEVELS = tuple(str(c) for c in range(1, NUM_LEVELS + 1))
 
@@ -79,12 +78,11 @@ def _scan(text: str, i: int, path: tuple, numbers: dict[tuple, int]) -> int:
 
 def number_offsets(text: str) -> dict[tuple, int]:
     """Character offset of every number in the answer's JSON object, by key path (the object is found
-    as :func:`omnidistill.label.parse.parse_judgment` finds it: inside a ```json fence if any)."""
-    fenced = _FENCE.search(text)
-    base = fenced.start(1) if fenced else 0
-    start = text.find("{", base)
-    if start < 0:
-        raise LogprobsError("no JSON object in the answer")
+    as :func:`omnidistill.label.parse.json_object_span` finds it for the parsers)."""
+    try:
+        start, _ = json_object_span(text)
+    except JudgeOutputError as err:
+        raise LogprobsError(str(err)) from None
     numbers: dict[tuple, int] = {}
     _scan(text, start, (), numbers)
     return numbers
@@ -142,8 +140,3 @@ def judgment_distributions(
             raise LogprobsError(f"{'.'.join(path)}: no number in the answer")
         out[dim] = score_distribution(content, numbers[path], min_mass=min_mass, where=".".join(path))
     return out
-
-
-def answer_distribution(score: float) -> list[float]:
-    """The point mass at an answered integer score (the fallback without log-probabilities)."""
-    return [1.0 if level == int(score) else 0.0 for level in range(1, NUM_LEVELS + 1)]

@@ -15,14 +15,21 @@ class JudgeOutputError(ValueError):
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 
 
-def _json_object(text: str) -> dict:
+def json_object_span(text: str) -> tuple[int, int]:
+    """Where the answer's JSON object lies in ``text``: ``(start, end)`` of its outer braces (end
+    exclusive), inside a ```json fence when there is one."""
     fenced = _FENCE.search(text)
-    candidate = fenced.group(1) if fenced else text
-    start, end = candidate.find("{"), candidate.rfind("}")
+    low, high = (fenced.start(1), fenced.end(1)) if fenced else (0, len(text))
+    start, end = text.find("{", low, high), text.rfind("}", low, high)
     if start < 0 or end <= start:
         raise JudgeOutputError("no JSON object in the answer")
+    return start, end + 1
+
+
+def _json_object(text: str) -> dict:
+    start, end = json_object_span(text)
     try:
-        obj = json.loads(candidate[start : end + 1])
+        obj = json.loads(text[start:end])
     except json.JSONDecodeError as err:
         raise JudgeOutputError(f"invalid JSON: {err.msg}") from None
     if not isinstance(obj, dict):
