@@ -140,8 +140,11 @@ def init_state(params: Any, tx: Any, seed: int, mesh: Any, rules: Any) -> TrainS
     params = jax.device_put(params, param_shardings(params, mesh, rules))
     rep = replicated(mesh)
     # Moments follow their parameter's sharding; scalars (step counts) are replicated over the mesh.
+    # Every leaf is put on a NamedSharding of ``mesh`` even where it already sits on an equivalent
+    # one: the state the train step returns is typed by the mesh, and an initial state that is not
+    # would make the second step compile the whole train step again.
     opt_state = jax.jit(tx.init)(params)
-    opt_state = jax.tree.map(lambda x: x if x.sharding.is_equivalent_to(_on_mesh(x, mesh), x.ndim) else jax.device_put(x, rep), opt_state)
+    opt_state = jax.tree.map(lambda x: jax.device_put(x, _on_mesh(x, mesh)), opt_state)
     return TrainState(
         step=jax.device_put(jnp.int32(0), rep),
         params=params,
