@@ -80,7 +80,9 @@ def build_regressor(model_cfg: ModelConfig, hf_config: dict[str, Any], *, dtype=
     arch = family.config_from_hf(hf_config)
     if model_cfg.dropout is not None:
         arch = arch.with_dropout(model_cfg.dropout)
-    return Regressor(family, arch, model_cfg, dtype=dtype, rngs=nnx.Rngs(seed))
+    # one compiled program draws every initial value (eagerly, each parameter's draw was a small compile
+    # of its own: about 3 s per process for the tiny default, none of it kept by the compilation cache)
+    return nnx.jit(lambda: Regressor(family, arch, model_cfg, dtype=dtype, rngs=nnx.Rngs(seed)))()
 
 
 def make_predict_fn(graphdef: nnx.GraphDef, *, levels: bool = False) -> Callable[[Any, dict[str, jax.Array]], jax.Array]:
