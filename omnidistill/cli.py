@@ -9,6 +9,8 @@ import sys
 
 from omnidistill.config import ConfigError
 
+PACK_HELP = "pack items into rows of N tokens (several per row, same scores; 0: one padded item per row; default: {default})"
+
 
 def _train(args: argparse.Namespace) -> int:
     from omnidistill.config import load_config
@@ -60,6 +62,7 @@ def _eval(args: argparse.Namespace) -> int:
         lang_weights=args.lang_weights,
         skip_invalid=True if args.skip_invalid else None,
         usd_per_hour=args.usd_per_hour,
+        pack_length=args.pack_length,
     )
     print(report_markdown(report, f"{args.split}: {report['meta']['items']} items, step {report['meta']['step']}"))
     if compare:
@@ -82,7 +85,7 @@ def _score(args: argparse.Namespace) -> int:
     from omnidistill.score_file import score_file
     from omnidistill.scorer import Scorer
 
-    scorer = Scorer.load(args.model, batch_size=args.batch_size)
+    scorer = Scorer.load(args.model, batch_size=args.batch_size, pack_length=args.pack_length)
     done = score_file(scorer, args.input, args.output, resume=args.resume, skip_invalid=args.skip_invalid, chunk=args.chunk, progress=True)
     resumed = f" (kept {done['resumed']} already scored, scored {done['scored']})" if args.resume else ""
     skipped = f"; {done['skipped']} invalid skipped" if done["skipped"] else ""
@@ -201,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint", default="best", choices=["best", "latest"], help="which checkpoint to evaluate (default: best by dev MAE)"
     )
     p.add_argument("--batch-size", type=int, help="evaluation batch size (default: eval.batch_size of the run)")
+    p.add_argument("--pack-length", type=int, metavar="N", help=PACK_HELP.format(default="eval.pack_length of the run"))
     p.add_argument(
         "--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples for 95%% intervals (0 disables; default 1000)"
     )
@@ -241,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-invalid", action="store_true", help="skip malformed lines (counted) instead of failing on the first")
     p.add_argument(
         "--resume", action="store_true", help="continue an interrupted OUTPUT: keep its complete lines (checked by id), score the rest"
+    )
+    p.add_argument(
+        "--pack-length", type=int, metavar="N", help=PACK_HELP.format(default="a run's eval.pack_length; 0 for an exported folder")
     )
     p.add_argument("--chunk", type=int, default=4096, help="items read, scored and written at a time (memory is flat in the input size)")
     p.set_defaults(func=_score)

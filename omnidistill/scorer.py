@@ -31,7 +31,7 @@ from omnidistill.data.level_dist import level_std
 from omnidistill.data.schema import Record
 from omnidistill.data.tokenize import RecordEncoder, count_truncated
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
-from omnidistill.eval.predict import inference_buckets, predict_records, used_buckets, warm_up
+from omnidistill.eval.predict import inference_buckets, inference_packing, predict_records, used_buckets, warm_up
 from omnidistill.models.regressor import make_predict_fn
 from omnidistill.parallel.mesh import build_mesh, replicated
 from omnidistill.runs.run_dir import is_run_directory
@@ -100,13 +100,17 @@ class Scorer:
     source: str = ""
     length_step: int = 32
     """Batches (sorted by token count) pad to the next multiple of this many tokens (``eval.length_step``)."""
+    pack_length: int = 0
+    """> 0: several items per row of this many tokens (``eval.pack_length``); 0: one item per padded row."""
 
     def __post_init__(self) -> None:
         self.mesh = build_mesh(MeshConfig())
         self.params = jax.device_put(self.params, replicated(self.mesh))
         self.encoder = RecordEncoder.from_config(self.tokenizer, self.data)
         self.has_uncertainty = nnx.merge(self.graphdef, self.params).has_levels
-        self._predict = jax.jit(make_predict_fn(self.graphdef, levels=self.has_uncertainty))
+        self.packing = inference_packing(self.pack_length, self.batch_size, self.max_length)
+        slots = self.packing.max_segments if self.packing else 1
+        self._predict = jax.jit(make_predict_fn(self.graphdef, levels=self.has_uncertainty, num_segments=slots))
         self.buckets = inference_buckets(self.max_length, self.length_step)
 
     @property
@@ -114,22 +118,25 @@ class Scorer:
         return self.data.max_length
 
     @classmethod
-    def load(cls, path: str | Path, *, batch_size: int = 64, checkpoint: str = "best") -> Scorer:
+    def load(cls, path: str | Path, *, batch_size: int = 64, checkpoint: str = "best", pack_length: int | None = None) -> Scorer:
         """From a run directory (``config.yaml`` + orbax checkpoints), or an exported ``hf`` or
-        ``omniscore`` folder (``config.json``)."""
+        ``omniscore`` folder (``config.json``). ``pack_length``: packed rows of that many tokens (0: padded
+        rows; default: the run's ``eval.pack_length``, 0 for an exported folder)."""
         path = Path(path)
         if is_run_directory(path):
             from omnidistill.runs.load import load_trained
 
             cfg, graphdef, params, tokenizer, _ = load_trained(path, checkpoint)
-            return cls(graphdef, params, tokenizer, cfg.data, batch_size, str(path), cfg.eval.length_step)
+            pack = cfg.eval.pack_length if pack_length is None else pack_length
+            return cls(graphdef, params, tokenizer, cfg.data, batch_size, str(path), cfg.eval.length_step, pack)
         if (path / "config.json").exists():
             from omnidistill.models.loader import load_tokenizer
             from omnidistill.models.published import load_published
 
             published = load_published(path)
             graphdef, state = nnx.split(published.model, nnx.Param)
-            return cls(graphdef, state.to_pure_dict(), load_tokenizer(str(path)), published.data, batch_size, str(path))
+            tokenizer = load_tokenizer(str(path))
+            return cls(graphdef, state.to_pure_dict(), tokenizer, published.data, batch_size, str(path), pack_length=pack_length or 0)
         raise FileNotFoundError(f"{path}: neither an omnidistill run directory nor a Hugging Face model folder")
 
     def warm_up(self, records: Sequence[Record] | None = None) -> None:
@@ -139,7 +146,9 @@ class Scorer:
             buckets = self.buckets
         else:
             buckets = used_buckets(self.encoder.full_lengths(list(records)), self.max_length, self.buckets)
-        warm_up(self._predict, self.params, self.mesh, batch_size=self.batch_size, buckets=buckets)
+        if self.packing is not None:  # only the items longer than a row are padded
+            buckets = [b for b in buckets if b > self.packing.length]
+        warm_up(self._predict, self.params, self.mesh, batch_size=self.batch_size, buckets=buckets, packing=self.packing)
 
     def score_records(
         self, records: Sequence[Record], *, progress: bool = False, encoder: RecordEncoder | None = None, batch_size: int | None = None
@@ -163,6 +172,7 @@ class Scorer:
             self.mesh,
             batch_size=batch_size or self.batch_size,
             buckets=self.buckets,
+            packing=self.packing,
             progress=progress,
         )
         return Prediction(out[..., 0], out[..., 1:]) if self.has_uncertainty else Prediction(out)

@@ -151,7 +151,7 @@ def _optimizer(params: Any) -> Any:
 
 def _kernel(attention: str, dtype: str) -> str:
     """The attention kernel actually used (``auto`` resolved on this device)."""
-    return "cudnn" if resolve_attention(attention, jnp.dtype(dtype)) == "cudnn" else "xla"
+    return resolve_attention(attention, jnp.dtype(dtype)) or "xla"
 
 
 def _param_counts(params: Any) -> tuple[int, int]:
@@ -393,7 +393,12 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
     p.add_argument("--seq", type=int, default=256 if kind == "score" else 512)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
-    p.add_argument("--attention", default="auto", choices=["auto", "xla", "cudnn"], help="auto: cudnn on GPU in bf16, else xla")
+    p.add_argument(
+        "--attention",
+        default="auto",
+        choices=["auto", "xla", "cudnn", "blocked"],
+        help="auto: cudnn on GPU in bf16, blocked on CPU, else xla",
+    )
     if kind != "score":
         p.add_argument("--remat", default="none", help="comma-separated model.remat policies, one case each: none,full,dots")
     else:

@@ -47,10 +47,12 @@ class ModelConfig:
     """Dropout in the ``shared_mlp`` head."""
     dropout: float | None = None
     """Overrides the backbone's hidden/attention dropout when set."""
-    attention: Literal["auto", "xla", "cudnn"] = "auto"
-    """Attention kernel of ``jax.nn.dot_product_attention``: ``cudnn`` (fused, NVIDIA GPUs, bf16/fp16),
-    ``xla`` (any device), or ``auto`` (cudnn where it applies, else xla). ``cudnn`` off a GPU or in
-    float32 falls back to xla with a warning, so GPU-trained runs still score and export on CPU."""
+    attention: Literal["auto", "xla", "cudnn", "blocked"] = "auto"
+    """Attention kernel: ``cudnn`` (``jax.nn.dot_product_attention``'s fused kernel, NVIDIA GPUs,
+    bf16/fp16), ``xla`` (its XLA kernel, any device), ``blocked`` (a few heads at a time, so that the
+    scores stay in cache: the fast one on CPU), or ``auto`` (cudnn where it applies, blocked on CPU,
+    else xla). ``cudnn`` off a GPU or in float32 falls back to xla with a warning, so GPU-trained runs
+    still score and export on CPU."""
     remat: Literal["none", "attention", "dots", "full"] = "none"
     """Trade compute for activation memory in the backward pass: ``attention`` recomputes only the
     attention scores (XLA kernel; cuDNN keeps none anyway), ``dots`` rematerialises each encoder layer
@@ -273,6 +275,11 @@ class EvalConfig:
     length_step: int = 32
     """``eval`` and ``score`` batches (sorted by token count) pad to the next multiple of this many tokens;
     each padded length compiles once. Dev evaluation during training pads to ``data.length_buckets``."""
+    pack_length: int = 0
+    """``eval`` and ``score``: > 0 packs several items into each row of this many tokens (each item attends
+    only to itself, keeps its own positions and is pooled on its own; scores equal the padded path's
+    within float rounding) instead of one item per padded row; items longer than a row are padded as
+    usual. 0: padded rows only."""
     lang_weights: str | None = None
     """L-MAE weights: a JSON/YAML file mapping language -> weight (e.g. OmniScore Table 14's test counts);
     default: the evaluated items of each language."""

@@ -19,6 +19,7 @@ from functools import partial
 import grain
 import numpy as np
 
+from omnidistill.data.packing import first_fit
 from omnidistill.data.process_share import process_rows
 from omnidistill.data.schema import Record
 from omnidistill.data.token_cache import TokenCache
@@ -212,6 +213,72 @@ def eval_dataset(
     starts = ([0] if first else []) + list(range(first, len(examples), global_batch))
     groups = [examples[a : a + (first if a == 0 and first else global_batch)] for a in starts]
     ds = grain.MapDataset.source(groups).map(partial(collate, pad_id=encoder.pad_id, buckets=tuple(buckets), batch_size=global_batch))
+    return ds.map(partial(process_slice, process_index=process_index, process_count=process_count))
+
+
+@dataclasses.dataclass(frozen=True)
+class InferencePacking:
+    """Packed inference rows: several items per row, each attending only to itself (``segment_ids``)."""
+
+    length: int
+    """Tokens per row; an item longer than this goes into the padded batches."""
+    rows: int
+    """Rows per batch."""
+    max_segments: int
+    """Items per row at most (the model pools this many slots per row)."""
+
+
+def collate_packed(
+    rows: Sequence[Sequence[dict[str, np.ndarray]]], *, pad_id: int, packing: InferencePacking, batch_size: int
+) -> dict[str, np.ndarray]:
+    """Rows of examples back to back (``segment_ids`` 1..K, 0 = padding); ``index`` [rows, K] maps each
+    slot to its record (-1: empty slot or padding row)."""
+    ids = np.full((batch_size, packing.length), pad_id, np.int32)
+    segment_ids = np.zeros((batch_size, packing.length), np.int32)
+    index = np.full((batch_size, packing.max_segments), -1, np.int32)
+    for row, members in enumerate(rows):
+        at = 0
+        for slot, e in enumerate(members):
+            n = len(e["input_ids"])
+            ids[row, at : at + n] = e["input_ids"]
+            segment_ids[row, at : at + n] = slot + 1
+            index[row, slot] = e["index"]
+            at += n
+    return {"input_ids": ids, "attention_mask": (segment_ids > 0).astype(np.int32), "segment_ids": segment_ids, "index": index}
+
+
+def _collate_inference(group: tuple[str, list], *, pad_id: int, buckets: Sequence[int], batch_size: int, packing: InferencePacking | None):
+    kind, members = group
+    if kind == "packed":
+        return collate_packed(members, pad_id=pad_id, packing=packing, batch_size=packing.rows)
+    batch = collate(members, pad_id=pad_id, buckets=buckets, batch_size=batch_size)
+    return {k: batch[k] for k in ("input_ids", "attention_mask", "index")}
+
+
+def packed_eval_dataset(
+    records: Sequence[Record],
+    encoder: RecordEncoder,
+    *,
+    global_batch: int,
+    buckets: Sequence[int],
+    packing: InferencePacking,
+    process_index: int = 0,
+    process_count: int = 1,
+) -> grain.MapDataset:
+    """:func:`eval_dataset` with packed rows: the items that fit a row go, longest first, into the first
+    row with room (first-fit decreasing, at most ``packing.max_segments`` per row), ``packing.rows`` rows
+    a batch; longer items follow in padded batches of ``global_batch``, sorted by token count. Each
+    item keeps its own positions and attends only to itself, so its score is the padded path's."""
+    encode = _Encode(encoder)
+    examples = [encode.map((i, r)) for i, r in enumerate(records)]
+    fits = sorted((e for e in examples if len(e["input_ids"]) <= packing.length), key=lambda e: -len(e["input_ids"]))
+    long = sorted((e for e in examples if len(e["input_ids"]) > packing.length), key=lambda e: len(e["input_ids"]))
+    lengths = np.asarray([len(e["input_ids"]) for e in fits], np.int64)
+    rows = [[fits[i] for i in row] for row in first_fit(lengths, packing.length, packing.max_segments)]
+    groups = [("packed", rows[a : a + packing.rows]) for a in range(0, len(rows), packing.rows)]
+    groups += [("padded", long[a : a + global_batch]) for a in range(0, len(long), global_batch)]
+    collate_group = partial(_collate_inference, pad_id=encoder.pad_id, buckets=tuple(buckets), batch_size=global_batch, packing=packing)
+    ds = grain.MapDataset.source(groups).map(collate_group)
     return ds.map(partial(process_slice, process_index=process_index, process_count=process_count))
 
 

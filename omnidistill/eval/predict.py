@@ -1,7 +1,9 @@
-"""Batched, sharded, deterministic prediction over records."""
+"""Batched, sharded, deterministic prediction over records: items sorted by token count and padded to
+length buckets, or packed several to a row (:class:`InferencePacking`, ``eval.pack_length``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -10,14 +12,32 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
-from omnidistill.data.pipeline import eval_dataset
+from omnidistill.data.pipeline import InferencePacking, eval_dataset, packed_eval_dataset
 from omnidistill.data.schema import Record
 from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.dimensions import NUM_DIMENSIONS
 from omnidistill.parallel.mesh import batch_sharding, global_batch_array
 
 MODEL_INPUTS = ("input_ids", "attention_mask")
-"""What ``predict_fn`` receives (the warm-up compiles for exactly this structure)."""
+"""What ``predict_fn`` receives for padded batches (the warm-up compiles for exactly this structure)."""
+PACKED_INPUTS = (*MODEL_INPUTS, "segment_ids")
+"""What it receives for packed rows."""
+
+
+def inference_packing(pack_length: int, batch_size: int, max_length: int) -> InferencePacking | None:
+    """``eval.pack_length`` (0: off) as rows of that many tokens, holding at most one item per 16 tokens
+    of the row, with as many rows per batch as hold ``batch_size`` items of ``max_length`` tokens."""
+    if pack_length <= 0:
+        return None
+    return InferencePacking(
+        length=pack_length, rows=max(1, -(-batch_size * max_length // pack_length) // 2), max_segments=max(1, pack_length // 16)
+    )
+
+
+def _shard_multiple(size: int, mesh: Mesh) -> int:
+    """``size`` rounded up to a multiple of the mesh's batch shards."""
+    n_shards = mesh.shape["data"] * mesh.shape["fsdp"]
+    return max(n_shards, -(-size // n_shards) * n_shards)
 
 
 def _to_host(x: jax.Array) -> np.ndarray:
@@ -35,30 +55,29 @@ def predict_records(
     *,
     batch_size: int,
     buckets: Sequence[int],
+    packing: InferencePacking | None = None,
     progress: bool = False,
 ) -> np.ndarray:
     """Scores [N, 4] in record order (or [N, 4, ...] when ``predict_fn`` gives more per dimension).
-    ``predict_fn`` should be jitted (one compile per bucket)."""
-    n_shards = mesh.shape["data"] * mesh.shape["fsdp"]
-    batch_size = max(n_shards, -(-batch_size // n_shards) * n_shards)
+    ``predict_fn`` should be jitted (one compile per bucket, and one for the packed rows); with
+    ``packing`` it must pool ``packing.max_segments`` slots per row (:func:`make_predict_fn`)."""
+    batch_size = _shard_multiple(batch_size, mesh)
     sharding = batch_sharding(mesh)
-    ds = eval_dataset(
-        records,
-        encoder,
-        global_batch=batch_size,
-        buckets=buckets,
-        process_index=jax.process_index(),
-        process_count=jax.process_count(),
-    )
+    where = dict(process_index=jax.process_index(), process_count=jax.process_count())
+    if packing is None:
+        ds = eval_dataset(records, encoder, global_batch=batch_size, buckets=buckets, **where)
+    else:
+        packing = dataclasses.replace(packing, rows=_shard_multiple(packing.rows, mesh))
+        ds = packed_eval_dataset(records, encoder, global_batch=batch_size, buckets=buckets, packing=packing, **where)
     out: np.ndarray | None = None
     if progress and jax.process_index() == 0:
         from tqdm import tqdm
 
         ds = tqdm(ds, total=len(ds), desc="score", unit="batch", dynamic_ncols=True)
     for local in ds:
-        batch = {k: global_batch_array(local[k], sharding) for k in MODEL_INPUTS}
+        batch = {k: global_batch_array(v, sharding) for k, v in local.items() if k != "index"}
         scores = _to_host(predict_fn(params, batch))
-        index = _to_host(global_batch_array(local["index"], sharding))
+        index = _to_host(global_batch_array(local["index"], sharding)).reshape(-1)  # packed: [rows, K] slots, row-major
         keep = index >= 0
         if out is None:
             out = np.zeros((len(records), *scores.shape[1:]), np.float32)
@@ -66,16 +85,26 @@ def predict_records(
     return np.zeros((0, NUM_DIMENSIONS), np.float32) if out is None else out
 
 
-def warm_up(predict_fn: Callable[[Any, dict], jax.Array], params: Any, mesh: Mesh, *, batch_size: int, buckets: Sequence[int]) -> None:
-    """Run ``predict_fn`` once per bucket length on a padding batch, so that every compilation happens
-    before a timed pass (each bucket compiles once; longer inputs than the largest bucket still compile)."""
-    n_shards = mesh.shape["data"] * mesh.shape["fsdp"]
-    batch_size = max(n_shards, -(-batch_size // n_shards) * n_shards)
+def warm_up(
+    predict_fn: Callable[[Any, dict], jax.Array],
+    params: Any,
+    mesh: Mesh,
+    *,
+    batch_size: int,
+    buckets: Sequence[int],
+    packing: InferencePacking | None = None,
+) -> None:
+    """Run ``predict_fn`` once per bucket length on a padding batch (and once on packed rows), so that
+    every compilation happens before a timed pass (longer inputs than the largest bucket still compile)."""
     sharding = batch_sharding(mesh)
-    local = batch_size // jax.process_count()
-    for length in sorted(set(buckets)):
+    shapes = [(_shard_multiple(batch_size, mesh), length, MODEL_INPUTS) for length in sorted(set(buckets))]
+    if packing is not None:
+        shapes.append((_shard_multiple(packing.rows, mesh), packing.length, PACKED_INPUTS))
+    for rows, length, keys in shapes:
+        local = rows // jax.process_count()
         batch = {"input_ids": np.zeros((local, length), np.int32), "attention_mask": np.ones((local, length), np.int32)}
-        assert tuple(batch) == MODEL_INPUTS
+        if "segment_ids" in keys:
+            batch["segment_ids"] = np.ones((local, length), np.int32)
         jax.block_until_ready(predict_fn(params, {k: global_batch_array(v, sharding) for k, v in batch.items()}))
 
 

@@ -20,7 +20,7 @@ from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.compare import compare_judges, comparison_markdown, load_predictions
 from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.plots import write_calibration_plot, write_plots
-from omnidistill.eval.predict import inference_buckets, predict_records, used_buckets, warm_up
+from omnidistill.eval.predict import inference_buckets, inference_packing, predict_records, used_buckets, warm_up
 from omnidistill.eval.report import build_report, mean_baseline, train_mean_labels, write_report
 from omnidistill.eval.uncertainty import uncertainty_report
 from omnidistill.models.regressor import make_predict_fn
@@ -58,13 +58,15 @@ def evaluate_run(
     lang_weights: str | None = None,
     skip_invalid: bool | None = None,
     usd_per_hour: float | None = None,
+    pack_length: int | None = None,
 ) -> dict:
     """Score ``files`` (default: the run config's ``data.<split>``) and write ``<split>.json/.md`` reports,
     PNG plots, predictions, and with ``compare`` (name -> prediction file) a side-by-side judge table.
     ``skip_invalid`` (default: the run's ``data.skip_invalid``) skips malformed records and counts them;
     the report's ``meta`` has the skipped and truncated counts, and the time per 1,000 items (tokenization
     included, every length bucket compiled beforehand), with ``usd_per_hour`` also its price (the
-    paper's Table 9 "Time" and "Cost" columns)."""
+    paper's Table 9 "Time" and "Cost" columns). ``pack_length`` (default: the run's ``eval.pack_length``)
+    packs items into rows of that many tokens."""
     run_dir = Path(run_dir)
     cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint)
     if skip_invalid is not None:
@@ -94,12 +96,16 @@ def evaluate_run(
     mesh = build_mesh(MeshConfig())
     params = jax.device_put(params, replicated(mesh))
     levels = nnx.merge(graphdef, params).has_levels
-    predict_fn = jax.jit(make_predict_fn(graphdef, levels=levels))
     bs = batch_size or cfg.eval.batch_size
+    packing = inference_packing(cfg.eval.pack_length if pack_length is None else pack_length, bs, cfg.data.max_length)
+    predict_fn = jax.jit(make_predict_fn(graphdef, levels=levels, num_segments=packing.max_segments if packing else 1))
     buckets = inference_buckets(cfg.data.max_length, cfg.eval.length_step)
-    warm_up(predict_fn, params, mesh, batch_size=bs, buckets=used_buckets(lengths, encoder.max_length, buckets))
+    padded = used_buckets(lengths, encoder.max_length, buckets)
+    if packing is not None:  # only the items longer than a row are padded
+        padded = [b for b in padded if b > packing.length]
+    warm_up(predict_fn, params, mesh, batch_size=bs, buckets=padded, packing=packing)
     start = time.perf_counter()
-    out = predict_records(predict_fn, params, records, encoder, mesh, batch_size=bs, buckets=buckets)
+    out = predict_records(predict_fn, params, records, encoder, mesh, batch_size=bs, buckets=buckets, packing=packing)
     seconds = time.perf_counter() - start
     pred, level_probs = (out[..., 0], out[..., 1:]) if levels else (out, None)
     weights_file = lang_weights or cfg.eval.lang_weights

@@ -80,18 +80,21 @@ def build_regressor(model_cfg: ModelConfig, hf_config: dict[str, Any], *, dtype=
     arch = family.config_from_hf(hf_config)
     if model_cfg.dropout is not None:
         arch = arch.with_dropout(model_cfg.dropout)
-    # one compiled program draws every initial value (eagerly, each parameter's draw was a small compile
-    # of its own: about 3 s per process for the tiny default, none of it kept by the compilation cache)
-    return nnx.jit(lambda: Regressor(family, arch, model_cfg, dtype=dtype, rngs=nnx.Rngs(seed)))()
+    return Regressor(family, arch, model_cfg, dtype=dtype, rngs=nnx.Rngs(seed))
 
 
-def make_predict_fn(graphdef: nnx.GraphDef, *, levels: bool = False) -> Callable[[Any, dict[str, jax.Array]], jax.Array]:
+def make_predict_fn(
+    graphdef: nnx.GraphDef, *, levels: bool = False, num_segments: int = 1
+) -> Callable[[Any, dict[str, jax.Array]], jax.Array]:
     """(params, batch) -> scores [B, 4], deterministic (no dropout). ``levels``: [B, 4, 6], the score
-    followed by the probabilities of levels 1..5 (heads with a level distribution only)."""
+    followed by the probabilities of levels 1..5 (heads with a level distribution only). A batch with
+    ``segment_ids`` holds packed rows: the outputs are per slot, [B * num_segments, ...]."""
 
     def predict(params: Any, batch: dict[str, jax.Array]) -> jax.Array:
         model = nnx.merge(graphdef, params)
-        outputs = model(batch["input_ids"], batch["attention_mask"])
+        segment_ids = batch.get("segment_ids")
+        slots = num_segments if segment_ids is not None else 1
+        outputs = model(batch["input_ids"], batch["attention_mask"], segment_ids=segment_ids, num_segments=slots)
         if not levels:
             return model.scores(outputs)
         return jnp.concatenate([model.scores(outputs)[..., None], model.level_probs(outputs)], axis=-1)

@@ -1,5 +1,6 @@
-"""Attention kernels: the masks the cuDNN path receives equal XLA's windowed attention, and the
-choice from ``model.attention`` falls back to XLA where cuDNN cannot run."""
+"""Attention kernels: the masks the cuDNN path receives equal XLA's windowed attention, the blocked CPU
+kernel computes XLA's attention and gradients, and the choice from ``model.attention`` falls back to
+XLA where cuDNN cannot run."""
 
 import logging
 
@@ -9,7 +10,16 @@ import numpy as np
 import pytest
 
 from omnidistill.config import ModelConfig
-from omnidistill.models.layers import _warn_once, attention, band_mask, cudnn_mask, padding_mask, resolve_attention, segment_mask
+from omnidistill.models.layers import (
+    _warn_once,
+    attention,
+    band_mask,
+    blocked_attention,
+    cudnn_mask,
+    padding_mask,
+    resolve_attention,
+    segment_mask,
+)
 from omnidistill.models.regressor import build_regressor
 
 
@@ -59,7 +69,8 @@ def test_attention_choice_on_this_backend(caplog):
     assert jax.default_backend() == "cpu"
     _warn_once.cache_clear()
     assert resolve_attention("xla", jnp.bfloat16) is None
-    assert resolve_attention("auto", jnp.bfloat16) is None
+    assert resolve_attention("auto", jnp.bfloat16) == "blocked"  # the CPU's default
+    assert resolve_attention("blocked", jnp.float32) == "blocked"
     with caplog.at_level(logging.WARNING):
         assert resolve_attention("cudnn", jnp.bfloat16) is None
     assert "model.attention=cudnn needs an NVIDIA GPU" in caplog.text
@@ -76,4 +87,39 @@ def test_a_cudnn_configured_model_scores_on_cpu_like_xla():
         for impl in ("xla", "cudnn", "auto")
     }
     np.testing.assert_array_equal(out["cudnn"], out["xla"])
-    np.testing.assert_array_equal(out["auto"], out["xla"])
+    np.testing.assert_allclose(out["auto"], out["xla"], atol=1e-6)  # auto is the blocked kernel on CPU
+
+
+MASKS = {
+    "padding": lambda: padding_mask(jnp.array([[1] * 12, [1] * 7 + [0] * 5])),
+    # single-token segments, and a row of padding only
+    "segments": lambda: segment_mask(jnp.array([[1, 2, 2, 3, 4, 4, 4, 4, 5, 0, 0, 0], [0] * 12])),
+    "causal": lambda: segment_mask(jnp.array([[1] * 5 + [2] * 7, [1] * 3 + [2] * 4 + [0] * 5])) & jnp.tril(jnp.ones((12, 12), bool)),
+}
+
+
+@pytest.mark.parametrize(
+    "kind,variant",
+    [("padding", "plain"), ("padding", "bias"), ("segments", "window"), ("segments", "bias"), ("causal", "grouped_heads")],
+)
+def test_blocked_kernel_gives_xla_attention_and_gradients(kind, variant):
+    q, k, v = qkv(n=4)
+    if variant == "grouped_heads":  # 4 query heads over 2 key/value heads
+        k, v = k[:, :, :2], v[:, :, :2]
+    bias = jax.random.normal(jax.random.PRNGKey(7), (2, 4, 12, 12)) if variant == "bias" else None
+    window = 2 if variant == "window" else None
+    mask = MASKS[kind]()
+
+    def loss(kernel, q, k, v, bias):
+        out = kernel(q, k, v, bias)
+        return jnp.sum(out * jnp.cos(out)), out
+
+    xla = lambda q, k, v, bias: attention(q, k, v, mask, "xla", bias=bias, scale=0.3, window=window)
+    blocked = lambda q, k, v, bias: blocked_attention(q, k, v, mask, bias, 0.3, window)
+    argnums = (1, 2, 3, 4) if bias is not None else (1, 2, 3)
+    (_, want), want_grads = jax.value_and_grad(loss, argnums, has_aux=True)(xla, q, k, v, bias)
+    (_, got), got_grads = jax.jit(jax.value_and_grad(loss, argnums, has_aux=True), static_argnums=0)(blocked, q, k, v, bias)
+    real = np.asarray(mask).any(axis=(1, 3))[:, :, None, None] if kind != "causal" else True  # rows of padding: any finite value
+    np.testing.assert_allclose(np.where(real, got, 0), np.where(real, want, 0), atol=2e-6)
+    for g, w in zip(got_grads, want_grads, strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=2e-5)

@@ -51,14 +51,26 @@ def log_bucket_position(relative: np.ndarray, bucket_size: int, max_position: in
     return np.where(abs_pos <= mid, relative, log_pos * sign).astype(np.int32)
 
 
-def relative_index(seq: int, cfg: DebertaV2Config) -> np.ndarray:
-    """[S, S] index into the relative embeddings: clamp(bucket(i - j) + span, 0, 2 span - 1)."""
-    pos = np.arange(seq)
-    rel = pos[:, None] - pos[None, :]
+def relative_columns(seq: int, cfg: DebertaV2Config) -> np.ndarray:
+    """[2 S - 1]: the relative-embedding row of each distance i - j = c - (S - 1), c = 0 .. 2 S - 2:
+    clamp(bucket(i - j) + span, 0, 2 span - 1)."""
+    rel = np.arange(-(seq - 1), seq)
     if cfg.position_buckets > 0:
         rel = log_bucket_position(rel, cfg.position_buckets, cfg.max_relative)
     span = cfg.relative_span
     return np.clip(rel + span, 0, 2 * span - 1).astype(np.int32)
+
+
+def skew(scores: jax.Array) -> jax.Array:
+    """[..., S, 2 S - 1] -> [..., S, S] with out[a, b] = scores[a, S - 1 - a + b]: each row shifted by
+    its own offset, as a reshape and a slice (the flat index of out[a, b] is a (2 S - 2) + S - 1 + b),
+    so that neither direction of the pass gathers or scatters."""
+    s = scores.shape[-2]
+    if s == 1:
+        return scores
+    lead = scores.shape[:-2]
+    flat = scores.reshape(*lead, s * (2 * s - 1))[..., s - 1 : s - 1 + s * (2 * s - 2)]
+    return flat.reshape(*lead, s, 2 * s - 2)[..., :s]
 
 
 class DebertaEmbeddings(nnx.Module):
@@ -113,20 +125,21 @@ class DisentangledAttention(nnx.Module):
         return pk, pq
 
     @staticmethod
-    def position_bias(q, k, pk, pq, index) -> jax.Array:
-        """c2p + p2c scores [B, N, S, S] (unscaled)."""
+    def position_bias(q, k, pk, pq, columns) -> jax.Array:
+        """c2p + p2c scores [B, N, S, S] (unscaled): c2p[i, j] = q_i . pk[row(i - j)] and
+        p2c[i, j] = k_j . pq[row(i - j)], ``columns`` = :func:`relative_columns`.
+
+        Each term is one matmul against the rows of all 2 S - 1 distances, then :func:`skew` (Hugging
+        Face gathers from a [B, N, S, 2 span] product instead, and the backward pass of that gather is
+        a scatter-add over the whole [B, N, S, S] array, which dominated the step)."""
         bias = 0.0
-        idx = jnp.asarray(index)[None, None]
-        if pk is not None:
-            c2p = jnp.einsum("bqnd,rnd->bnqr", q, pk)
-            bias = bias + jnp.take_along_axis(c2p, jnp.broadcast_to(idx, (*c2p.shape[:2], *index.shape)), axis=-1)
-        if pq is not None:
-            p2c = jnp.einsum("bknd,rnd->bnkr", k, pq)
-            gathered = jnp.take_along_axis(p2c, jnp.broadcast_to(jnp.swapaxes(idx, -1, -2), (*p2c.shape[:2], *index.shape)), axis=-1)
-            bias = bias + jnp.swapaxes(gathered, -1, -2)
+        if pk is not None:  # row i, column c' = S - 1 - i + j holds distance i - j: the rows in reverse
+            bias = bias + skew(jnp.einsum("bqnd,rnd->bnqr", q, pk[columns[::-1]]))
+        if pq is not None:  # row j, column S - 1 - j + i holds distance i - j; then transposed
+            bias = bias + jnp.swapaxes(skew(jnp.einsum("bknd,rnd->bnkr", k, pq[columns])), -1, -2)
         return bias
 
-    def __call__(self, x, mask, rel_emb, index, rng):
+    def __call__(self, x, mask, rel_emb, columns, rng):
         b, s, _ = x.shape
         q, k, v = self._heads(self.query_proj(x)), self._heads(self.key_proj(x)), self._heads(self.value_proj(x))
         scale = 1.0 / math.sqrt(self.cfg.head_dim * self.scale_factor)
@@ -136,7 +149,7 @@ class DisentangledAttention(nnx.Module):
         else:
 
             def biased_attention(q, k, v, pk, pq):
-                bias = (self.position_bias(q, k, pk, pq, index) * scale).astype(q.dtype)
+                bias = (self.position_bias(q, k, pk, pq, columns) * scale).astype(q.dtype)
                 return attention(q, k, v, mask, dataclasses.replace(kernel, recompute_scores=False), bias=bias, scale=scale)
 
             if kernel.recompute_scores:  # the [B, N, S, S] position scores are recomputed too
@@ -156,8 +169,8 @@ class DebertaLayer(nnx.Module):
         self.output_norm = _norm(cfg, rngs)
         self.act = activation(cfg.hidden_act)
 
-    def __call__(self, x, mask, rel_emb, index, rng):
-        x = self.attention(x, mask, rel_emb, index, sub_rng(rng, 0))
+    def __call__(self, x, mask, rel_emb, columns, rng):
+        x = self.attention(x, mask, rel_emb, columns, sub_rng(rng, 0))
         y = dropout(self.output(self.act(self.intermediate(x))), self.cfg.hidden_dropout_prob, sub_rng(rng, 1))
         return self.output_norm(y.astype(jnp.float32) + x.astype(jnp.float32)).astype(x.dtype)
 
@@ -198,18 +211,18 @@ class DebertaV2Encoder(nnx.Module):
             raise ValueError(f"sequence length {seq} exceeds max_position_embeddings={self.cfg.max_position_embeddings}")
         mask = encoder_mask(attention_mask, segment_ids)
         x = self.embeddings(input_ids, token_type_ids, attention_mask, token_positions(input_ids, segment_ids), sub_rng(rng, 10_000))
-        rel_emb, index = None, None
+        rel_emb, columns = None, None
         if self.rel_embeddings is not None:
             rel_emb = self.rel_embeddings.embedding[...]
             if self.rel_norm is not None:
                 rel_emb = self.rel_norm(rel_emb)
             rel_emb = dropout(rel_emb, self.cfg.hidden_dropout_prob, sub_rng(rng, 10_001)).astype(self.dtype)
-            index = relative_index(seq, self.cfg)
+            columns = relative_columns(seq, self.cfg)
         embedded = x
         x, states = run_layers(
             self.layers,
             x,
-            lambda layer, h, i: call_layer(layer, self.remat, h, mask, rel_emb, index, sub_rng(rng, i)),
+            lambda layer, h, i: call_layer(layer, self.remat, h, mask, rel_emb, columns, sub_rng(rng, i)),
             collect=return_all_layers,
         )
         return [embedded, *states] if return_all_layers else x

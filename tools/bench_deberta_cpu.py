@@ -1,0 +1,106 @@
+"""DeBERTa-v3 training step on CPU, omnidistill against PyTorch ``DebertaV2Model`` at the same shapes.
+
+    python tools/bench_deberta_cpu.py [--layers 4] [--batch 4] [--seq 256] [--vocab 32000] [--steps 3] [--attention auto]
+
+The CPU proxy for DeBERTa's GPU MFU: both sides run the same DeBERTa-v3-base layer shapes (hidden 768,
+12 heads, 256 position buckets, shared c2p/p2c keys; fewer layers and a smaller vocabulary, so that a
+step takes seconds on a laptop), fp32, random weights, one step = forward, MSE on ``1 + 4 sigmoid`` of
+a 4-way linear head on [CLS], backward and AdamW. Best of ``--steps`` timed steps after two warm-up
+steps. Prints one JSON line: each side's step time and the ratio (PyTorch time / ours; target >= 1.0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+
+def deberta_config(layers: int, vocab: int) -> dict:
+    from bench_cases import CASES
+
+    return {**CASES["deberta-v3-base"][1], "num_hidden_layers": layers, "vocab_size": vocab}
+
+
+def ours_step_s(hf: dict, batch: dict[str, np.ndarray], steps: int, attention: str) -> float:
+    import jax
+    from bench_cases import _jit_train_step, _optimizer
+    from flax import nnx
+
+    from omnidistill.config import MeshConfig, ModelConfig
+    from omnidistill.models.regressor import build_regressor
+    from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_array
+    from omnidistill.train.setup import init_state
+
+    model = build_regressor(ModelConfig(family="deberta_v2", pooling="cls_raw", attention=attention, dropout=0.0), hf)
+    graphdef, state = nnx.split(model, nnx.Param)
+    params = state.to_pure_dict()
+    mesh = build_mesh(MeshConfig())
+    tx = _optimizer(params)
+    train_state = init_state(params, tx, 0, mesh, ())
+    data = {k: global_batch_array(v, batch_sharding(mesh)) for k, v in batch.items()}
+    step = _jit_train_step(graphdef, tx, jax.tree.map(lambda x: x.sharding, train_state), mesh)
+    best = float("inf")
+    for i in range(steps + 2):
+        start = time.perf_counter()
+        train_state, metrics = step(train_state, data)
+        jax.block_until_ready(metrics)
+        if i >= 2:
+            best = min(best, time.perf_counter() - start)
+    return best
+
+
+def torch_step_s(hf: dict, batch: dict[str, np.ndarray], steps: int) -> float:
+    import torch
+    from transformers import DebertaV2Config, DebertaV2Model
+
+    torch.manual_seed(0)
+    encoder = DebertaV2Model(DebertaV2Config(**hf, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    head = torch.nn.Linear(hf["hidden_size"], 4)
+    params = [*encoder.parameters(), *head.parameters()]
+    opt = torch.optim.AdamW(params, lr=2e-5, weight_decay=0.01)
+    ids, mask = torch.tensor(batch["input_ids"], dtype=torch.long), torch.tensor(batch["attention_mask"])
+    labels = torch.tensor(batch["labels"])
+    best = float("inf")
+    for i in range(steps + 2):
+        start = time.perf_counter()
+        opt.zero_grad()
+        cls = encoder(input_ids=ids, attention_mask=mask).last_hidden_state[:, 0]
+        loss = torch.mean((1 + 4 * torch.sigmoid(head(cls)) - labels) ** 2)
+        loss.backward()
+        opt.step()
+        if i >= 2:
+            best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--vocab", type=int, default=32000)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--attention", default="auto", help="model.attention of our side (auto: the blocked kernel on CPU)")
+    p.add_argument("--side", choices=["both", "ours", "torch"], default="both")
+    args = p.parse_args()
+
+    from bench_cases import _train_batch
+
+    hf = deberta_config(args.layers, args.vocab)
+    batch = _train_batch(hf, args.batch, args.seq)
+    out = {"layers": args.layers, "batch": args.batch, "seq": args.seq, "vocab": args.vocab, "attention": args.attention}
+    if args.side in ("both", "ours"):
+        out["omnidistill_step_s"] = round(ours_step_s(hf, batch, args.steps, args.attention), 3)
+    if args.side in ("both", "torch"):
+        out["pytorch_step_s"] = round(torch_step_s(hf, batch, args.steps), 3)
+    if args.side == "both":
+        out["ratio"] = round(out["pytorch_step_s"] / out["omnidistill_step_s"], 2)
+        out["target_ratio"] = 1.0
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
