@@ -180,3 +180,18 @@ def test_bench_score_varlen_batches_as_the_scorer_does(repo_root, tmp_path):
     rows = run(repo_root, "bench_score.py", "--varlen", str(path), "--only", "mbert", "--batch", "16", "--dtype", "float32")
     row = next(r for r in rows if r.get("model") == "mbert")
     assert row["mode"] == "varlen" and row["items"] == 40 and row["real_tokens"] == sum(lengths[:40]) and 0 <= row["padding"] < 1
+
+
+def test_bench_score_varlen_packed_batches_are_the_scorers(repo_root):
+    """--varlen --pack-length takes its batches from the Scorer's own packed_eval_dataset: every token
+    of every item once, with less padding than the padded batches on the realistic lengths."""
+    sys.path.insert(0, str(repo_root / "tools"))
+    from bench_cases import packed_varlen_batches, varlen_batches
+
+    lengths = [int(x) for x in (repo_root / "tools" / "score_lengths.txt").read_text().split()][:2048]
+    batches, slots = packed_varlen_batches(lengths, 128, 512, 512)
+    assert slots == 32 and sum(int(b["attention_mask"].sum()) for b in batches) == sum(lengths)
+    packed_slots = sum(b["attention_mask"].size for b in batches)
+    padded_slots = sum(seq * 128 for seq, _ in varlen_batches(lengths, 128, 512, 32))
+    assert packed_slots < padded_slots
+    assert all(int(b["segment_ids"].max()) <= slots for b in batches if "segment_ids" in b)

@@ -16,8 +16,8 @@ def test_shipped_heads_sweep_runs(repo_root, tmp_path, monkeypatch, capsys):
     args = [
         "sweep",
         "configs/ablations/heads.yaml",
-        "train.max_steps=4",
-        "train.eval_every_steps=4",
+        "train.max_steps=2",
+        "train.eval_every_steps=2",
         "data.length_buckets=[192]",
         "eval.length_step=192",  # one compiled evaluation shape per run
         "--output-dir",
@@ -26,7 +26,7 @@ def test_shipped_heads_sweep_runs(repo_root, tmp_path, monkeypatch, capsys):
     assert main(args) == 0
     rows = json.loads((out / "summary.json").read_text())
     assert [r["run"] for r in rows] == ["linear_sigmoid", "shared_mlp", "ordinal", "classification"]
-    assert all(0 < r["dev_mae"] < 4 and r["steps"] == 4 and r["wall_s"] > 0 for r in rows)
+    assert all(0 < r["dev_mae"] < 4 and r["steps"] == 2 and r["wall_s"] > 0 for r in rows)
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == sorted(r["run"] for r in rows)
     table = (out / "summary.md").read_text()
     assert "| ordinal |" in table and "dev MAE" in table

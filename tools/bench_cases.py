@@ -18,8 +18,8 @@ from flax import nnx
 from jax._src.ad_checkpoint import saved_residuals  # public only as print_saved_residuals
 
 from omnidistill.config import LossConfig, MeshConfig, ModelConfig, OptimConfig
-from omnidistill.data.pipeline import bucket_length
-from omnidistill.eval.predict import inference_buckets
+from omnidistill.data.pipeline import bucket_length, packed_eval_dataset
+from omnidistill.eval.predict import inference_buckets, inference_packing
 from omnidistill.models.layers import resolve_attention
 from omnidistill.models.registry import get_family
 from omnidistill.models.regressor import build_regressor, make_predict_fn
@@ -311,26 +311,62 @@ def varlen_batches(lengths: list[int], batch: int, max_length: int, length_step:
     return [(bucket_length(max(g), buckets), g) for g in groups]
 
 
+class _LengthEncoder:
+    """An encoder for records that are token counts: ``packed_eval_dataset`` then batches them exactly as
+    it batches real records of those lengths."""
+
+    pad_id = 0
+
+    def __call__(self, record: int) -> dict[str, np.ndarray]:
+        zeros, dist = np.zeros(4, np.float32), np.zeros((4, 5), np.float32)
+        return {"input_ids": np.ones(int(record), np.int32), "labels": zeros, "label_mask": zeros, "label_dist": dist}
+
+
+def packed_varlen_batches(lengths: list[int], batch: int, max_length: int, pack_length: int) -> tuple[list[dict[str, np.ndarray]], int]:
+    """The Scorer's batches with ``eval.pack_length = pack_length`` (attention masks, segment ids) for
+    items of these token counts, and the number of slots per packed row."""
+    packing = inference_packing(pack_length, batch, max_length)
+    items = [min(n, max_length) for n in lengths]
+    ds = packed_eval_dataset(items, _LengthEncoder(), global_batch=batch, buckets=inference_buckets(max_length, 32), packing=packing)
+    return [{k: v for k, v in b.items() if k != "index"} for b in ds], packing.max_segments
+
+
 def bench_score_varlen(
-    name: str, *, lengths: list[int], batch: int = 128, steps: int = 3, dtype: str = "bfloat16", attention: str = "auto", tiny: bool = False
+    name: str,
+    *,
+    lengths: list[int],
+    batch: int = 128,
+    steps: int = 3,
+    dtype: str = "bfloat16",
+    attention: str = "auto",
+    tiny: bool = False,
+    pack_length: int = 0,
 ) -> dict:
     """Scoring items of realistic lengths (the peer's ``--varlen`` case): the same lengths and batch
     size, batched as the Scorer batches them (sorted, padded per batch to a multiple of 32 tokens; a
-    partial batch is filled with masked rows). Every shape is compiled before timing; one pass over all
-    items is timed ``steps`` times."""
+    partial batch is filled with masked rows; with ``pack_length``, packed rows of that many tokens as
+    ``eval.pack_length`` packs them). Every shape is compiled before timing; one pass over all items is
+    timed ``steps`` times."""
     model, hf = _model(name, tiny, dtype, attention)
     max_length = min(512, hf.get("max_position_embeddings", 512))
     graphdef, state = nnx.split(model, nnx.Param)
-    predict = jax.jit(make_predict_fn(graphdef))
     params = state.to_pure_dict()
     rng = np.random.default_rng(0)
+    if pack_length:
+        layouts, slots = packed_varlen_batches(lengths, batch, max_length, pack_length)
+    else:
+        layouts, slots = [], 1
+        for seq, group in varlen_batches(lengths, batch, max_length, 32):
+            real = np.zeros((batch, seq), np.int32)
+            for row, n in enumerate(group):
+                real[row, :n] = 1
+            layouts.append({"attention_mask": real})
+    predict = jax.jit(make_predict_fn(graphdef, num_segments=slots))
     batches = []
-    for seq, group in varlen_batches(lengths, batch, max_length, 32):
-        real = np.zeros((batch, seq), np.int32)
-        for row, n in enumerate(group):
-            real[row, :n] = 1
-        ids = rng.integers(5, hf["vocab_size"], (batch, seq)) * real
-        batches.append({"input_ids": jnp.asarray(ids, jnp.int32), "attention_mask": jnp.asarray(real)})
+    for layout in layouts:
+        real = layout["attention_mask"]
+        ids = rng.integers(5, hf["vocab_size"], real.shape) * real
+        batches.append({**{k: jnp.asarray(v) for k, v in layout.items()}, "input_ids": jnp.asarray(ids, jnp.int32)})
 
     def one_pass():
         return [predict(params, b) for b in batches]
@@ -355,6 +391,7 @@ def bench_score_varlen(
         infer_real_tok_s=round(real_tokens / dt),
         s_per_1000=round(1000 * dt / items, 3),
         padding=round(1 - real_tokens / padded, 3),
+        pack_length=pack_length,
         shapes=len({b["input_ids"].shape for b in batches}),
         device=jax.devices()[0].device_kind,
     )
@@ -411,6 +448,7 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
             help="score items of realistic lengths (default: tools/score_lengths.txt, the peer's --varlen file) in batches of --batch, "
             "padded per batch as the Scorer pads; --seq is ignored, --steps is the number of timed passes (default 3)",
         )
+        p.add_argument("--pack-length", type=int, default=0, help="--varlen: pack items into rows of this many tokens (eval.pack_length)")
     p.add_argument("--tiny", action="store_true", help="tiny shapes (a smoke test that runs anywhere)")
     p.add_argument(
         "--case",
@@ -431,7 +469,7 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
     common = dict(batch=args.batch, seq=args.seq, steps=args.steps, dtype=args.dtype, attention=args.attention, tiny=args.tiny)
     if getattr(args, "varlen", None):
         lengths = [int(x) for x in Path(args.varlen).read_text(encoding="ascii").split()]
-        fn = partial(bench_score_varlen, lengths=lengths)
+        fn = partial(bench_score_varlen, lengths=lengths, pack_length=args.pack_length)
         common = dict(
             batch=args.batch, steps=3 if args.steps == 20 else args.steps, dtype=args.dtype, attention=args.attention, tiny=args.tiny
         )

@@ -4,7 +4,8 @@
 
 Peer lines carry ``compile``; ours carry ``framework: omnidistill-jax``. Lines of the realistic-length
 scoring case (``mode: varlen``: the peer's ``--varlen`` and ``tools/bench_score.py --varlen``) are
-compared as their own rows, ``MODEL [varlen]``. Prints a Markdown table for
+compared as their own rows, ``MODEL [varlen]`` (and ours with ``--pack-length N`` as ``MODEL [varlen] packed N``,
+against the same peer figures). Prints a Markdown table for
 training (tokens/s, ratio to the eager and compiled peer, MFU, peak memory) and one for inference
 (examples/s and ratios), with the issue's targets: training >= 1.5x eager and >= 1.2x compiled,
 inference >= 2x eager.
@@ -34,6 +35,8 @@ def read_rows(paths: list[str]) -> tuple[dict, dict, dict, dict]:
             if "model" not in row or "error" in row:
                 continue
             name = row["model"] + (" [varlen]" if row.get("mode") == "varlen" else "")  # realistic lengths, dynamic padding
+            if row.get("pack_length"):  # our packed rows: compared with the same peer rows as the padded ones
+                name += f" packed {row['pack_length']}"
             if row.get("framework") == "omnidistill-jax":
                 if "train_tok_s" in row:
                     train[name] = row
@@ -85,7 +88,8 @@ def tables(eager: dict, compiled: dict, train: dict, infer: dict) -> str:
         "|---|---:|---:|---:|---:|---:|",
     ]
     for n in names:
-        e, c, o = eager.get(n, {}), compiled.get(n, {}), infer.get(n, {})
+        peer = n.split(" packed ")[0]
+        e, c, o = eager.get(peer, {}), compiled.get(peer, {}), infer.get(n, {})
         ours = o.get("infer_ex_s")
         out.append(
             f"| {n} | {_num(e.get('infer_ex_s'))} | {_num(c.get('infer_ex_s'))} | {_num(ours)} | "

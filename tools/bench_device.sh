@@ -16,10 +16,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 python3 .whl/peer_bench_torch.py --varlen $only | tee "$out/peer_varlen_eager.jsonl"
 python3 .whl/peer_bench_torch.py --varlen --compile $only | tee "$out/peer_varlen_compile.jsonl"
 python3 tools/bench_score.py --varlen $only | tee "$out/ours_varlen.jsonl"
+python3 tools/bench_score.py --varlen --pack-length 512 $only | tee "$out/ours_varlen_packed.jsonl"
 python3 .whl/peer_bench_torch.py $only | tee "$out/peer_eager.jsonl"
 python3 .whl/peer_bench_torch.py --compile $only | tee "$out/peer_compile.jsonl"
 python3 tools/bench_train.py $only | tee "$out/ours_train.jsonl"
 python3 tools/bench_score.py $only | tee "$out/ours_score.jsonl"
 python3 tools/bench_train.py --only=bert-large --batch 64 --remat full,dots | tee "$out/ours_large_b64.jsonl"
 python3 tools/bench_compare.py "$out"/peer_eager.jsonl "$out"/peer_compile.jsonl "$out"/ours_train.jsonl "$out"/ours_score.jsonl \
-  "$out"/peer_varlen_eager.jsonl "$out"/peer_varlen_compile.jsonl "$out"/ours_varlen.jsonl | tee "$out/table.md"
+  "$out"/peer_varlen_eager.jsonl "$out"/peer_varlen_compile.jsonl "$out"/ours_varlen.jsonl "$out"/ours_varlen_packed.jsonl | tee "$out/table.md"

@@ -50,8 +50,8 @@ class ModelConfig:
     attention: Literal["auto", "xla", "cudnn", "blocked"] = "auto"
     """Attention kernel: ``cudnn`` (``jax.nn.dot_product_attention``'s fused kernel, NVIDIA GPUs,
     bf16/fp16), ``xla`` (its XLA kernel, any device), ``blocked`` (a few heads at a time, so that the
-    scores stay in cache: the fast one on CPU), or ``auto`` (cudnn where it applies, blocked on CPU,
-    else xla). ``cudnn`` off a GPU or in float32 falls back to xla with a warning, so GPU-trained runs
+    scores stay in cache: the fast one on CPU for long rows), or ``auto`` (cudnn where it applies,
+    blocked on CPU from 256 tokens, else xla). ``cudnn`` off a GPU or in float32 falls back to xla with a warning, so GPU-trained runs
     still score and export on CPU."""
     remat: Literal["none", "attention", "dots", "full"] = "none"
     """Trade compute for activation memory in the backward pass: ``attention`` recomputes only the

@@ -75,7 +75,8 @@ def predict_records(
 
         ds = tqdm(ds, total=len(ds), desc="score", unit="batch", dynamic_ncols=True)
     for local in ds:
-        batch = {k: global_batch_array(v, sharding) for k, v in local.items() if k != "index"}
+        keys = PACKED_INPUTS if "segment_ids" in local else MODEL_INPUTS  # exactly what warm_up compiled for
+        batch = {k: global_batch_array(local[k], sharding) for k in keys}
         scores = _to_host(predict_fn(params, batch))
         index = _to_host(global_batch_array(local["index"], sharding)).reshape(-1)  # packed: [rows, K] slots, row-major
         keep = index >= 0

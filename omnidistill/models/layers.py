@@ -112,15 +112,21 @@ _CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)
 ATTENTION_KERNELS = ("auto", "xla", "cudnn", "blocked")
 
 
-def resolve_attention(implementation: str, dtype) -> str | None:
-    """The kernel ``model.attention`` runs here: ``"cudnn"``, ``"blocked"`` (:func:`blocked_attention`)
-    or None (XLA's ``dot_product_attention``). ``auto`` is cuDNN on an NVIDIA GPU in bf16/fp16, the
-    blocked kernel on CPU, XLA elsewhere."""
+BLOCKED_FROM = 256
+"""``auto`` on CPU takes the blocked kernel from this many tokens on: below, XLA's [B, N, S, S] arrays
+are small and its kernel is as fast for scoring and faster for training (the blocked kernel's loop
+made the tiny default's training 2.7x slower at 192 tokens)."""
+
+
+def resolve_attention(implementation: str, dtype, seq: int = BLOCKED_FROM) -> str | None:
+    """The kernel ``model.attention`` runs here for ``seq`` tokens: ``"cudnn"``, ``"blocked"``
+    (:func:`blocked_attention`) or None (XLA's ``dot_product_attention``). ``auto`` is cuDNN on an
+    NVIDIA GPU in bf16/fp16, the blocked kernel on CPU from :data:`BLOCKED_FROM` tokens, XLA otherwise."""
     if implementation not in ATTENTION_KERNELS:
         raise ValueError(f"model.attention={implementation!r} is not one of {', '.join(ATTENTION_KERNELS)}")
     if implementation == "xla":
         return None
-    if implementation == "blocked" or (implementation == "auto" and jax.default_backend() == "cpu"):
+    if implementation == "blocked" or (implementation == "auto" and jax.default_backend() == "cpu" and seq >= BLOCKED_FROM):
         return "blocked"
     usable = jax.default_backend() == "gpu" and dtype in _CUDNN_DTYPES
     if implementation == "cudnn" and not usable:
@@ -227,7 +233,7 @@ def attention(
     gets it as part of the mask. Attention-probability dropout is not applied: fused kernels have none.
     """
     kernel = implementation if isinstance(implementation, AttentionKernel) else AttentionKernel(implementation)
-    impl = resolve_attention(kernel.implementation, q.dtype)
+    impl = resolve_attention(kernel.implementation, q.dtype, q.shape[1])
     local = (window, window) if window is not None else None
     if impl == "cudnn":
         if window is not None:
