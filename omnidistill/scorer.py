@@ -146,8 +146,6 @@ class Scorer:
             buckets = self.buckets
         else:
             buckets = used_buckets(self.encoder.full_lengths(list(records)), self.max_length, self.buckets)
-        if self.packing is not None:  # only the items longer than a row are padded
-            buckets = [b for b in buckets if b > self.packing.length]
         warm_up(self._predict, self.params, self.mesh, batch_size=self.batch_size, buckets=buckets, packing=self.packing)
 
     def score_records(

@@ -70,3 +70,16 @@ def test_rows_hold_several_items_and_long_items_stay_padded(tokenizer, records):
                     assert (row == slot + 1).sum() == lengths[item]
     long = {i for i, n in enumerate(lengths) if n > PACK_LENGTH}
     assert long and long == {int(i) for b in batches if "segment_ids" not in b for i in b["index"] if i >= 0}
+
+
+def test_warm_up_compiles_the_packed_rows_and_only_the_long_items_buckets(tokenizer, records):
+    """A packed scorer's warm-up compiles one packed shape plus the padded lengths of the items longer
+    than a row, and scoring then compiles nothing more."""
+    padded, packed = scorers("bert", tokenizer)
+    packed = Scorer(packed.graphdef, packed.params, tokenizer, packed.data, batch_size=8, length_step=32, pack_length=PACK_LENGTH)
+    packed.warm_up(records)
+    compiled = packed._predict._cache_size()
+    long_buckets = {-(-min(n, MAX_LENGTH) // 32) * 32 for n in padded.encoder.full_lengths(records) if min(n, MAX_LENGTH) > PACK_LENGTH}
+    assert compiled == 1 + len(long_buckets)
+    packed.score_records(records)
+    assert packed._predict._cache_size() == compiled

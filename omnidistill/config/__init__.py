@@ -51,8 +51,8 @@ class ModelConfig:
     """Attention kernel: ``cudnn`` (``jax.nn.dot_product_attention``'s fused kernel, NVIDIA GPUs,
     bf16/fp16), ``xla`` (its XLA kernel, any device), ``blocked`` (a few heads at a time, so that the
     scores stay in cache: the fast one on CPU for long rows), or ``auto`` (cudnn where it applies,
-    blocked on CPU from 256 tokens, else xla). ``cudnn`` off a GPU or in float32 falls back to xla with a warning, so GPU-trained runs
-    still score and export on CPU."""
+    blocked on CPU from 256 tokens, else xla). ``cudnn`` off a GPU or in float32 falls back to xla
+    with a warning, so GPU-trained runs still score and export on CPU."""
     remat: Literal["none", "attention", "dots", "full"] = "none"
     """Trade compute for activation memory in the backward pass: ``attention`` recomputes only the
     attention scores (XLA kernel; cuDNN keeps none anyway), ``dots`` rematerialises each encoder layer

@@ -26,7 +26,8 @@ PACKED_INPUTS = (*MODEL_INPUTS, "segment_ids")
 
 def inference_packing(pack_length: int, batch_size: int, max_length: int) -> InferencePacking | None:
     """``eval.pack_length`` (0: off) as rows of that many tokens, holding at most one item per 16 tokens
-    of the row, with as many rows per batch as hold ``batch_size`` items of ``max_length`` tokens."""
+    of the row, with half as many rows per batch as would hold ``batch_size`` items of ``max_length``
+    tokens (a batch of rows then holds about as many tokens as ``batch_size`` items of half the length)."""
     if pack_length <= 0:
         return None
     return InferencePacking(
@@ -96,9 +97,11 @@ def warm_up(
     packing: InferencePacking | None = None,
 ) -> None:
     """Run ``predict_fn`` once per bucket length on a padding batch (and once on packed rows), so that
-    every compilation happens before a timed pass (longer inputs than the largest bucket still compile)."""
+    every compilation happens before a timed pass (longer inputs than the largest bucket still compile).
+    With ``packing``, only the buckets longer than a row are padded batches (shorter items are packed)."""
     sharding = batch_sharding(mesh)
-    shapes = [(_shard_multiple(batch_size, mesh), length, MODEL_INPUTS) for length in sorted(set(buckets))]
+    padded = sorted({length for length in buckets if packing is None or length > packing.length})
+    shapes = [(_shard_multiple(batch_size, mesh), length, MODEL_INPUTS) for length in padded]
     if packing is not None:
         shapes.append((_shard_multiple(packing.rows, mesh), packing.length, PACKED_INPUTS))
     for rows, length, keys in shapes:

@@ -100,10 +100,7 @@ def evaluate_run(
     packing = inference_packing(cfg.eval.pack_length if pack_length is None else pack_length, bs, cfg.data.max_length)
     predict_fn = jax.jit(make_predict_fn(graphdef, levels=levels, num_segments=packing.max_segments if packing else 1))
     buckets = inference_buckets(cfg.data.max_length, cfg.eval.length_step)
-    padded = used_buckets(lengths, encoder.max_length, buckets)
-    if packing is not None:  # only the items longer than a row are padded
-        padded = [b for b in padded if b > packing.length]
-    warm_up(predict_fn, params, mesh, batch_size=bs, buckets=padded, packing=packing)
+    warm_up(predict_fn, params, mesh, batch_size=bs, buckets=used_buckets(lengths, encoder.max_length, buckets), packing=packing)
     start = time.perf_counter()
     out = predict_records(predict_fn, params, records, encoder, mesh, batch_size=bs, buckets=buckets, packing=packing)
     seconds = time.perf_counter() - start
