@@ -1,26 +1,45 @@
 #!/usr/bin/env bash
-# One command for a GPU session: the peer (eager and --compile) and omnidistill's train/score/memory
-# benchmarks on the same machine, then the side-by-side table. Output goes to $OUT (or ./bench-out).
+# One command for a GPU session: the GPU-only tests, the peer (eager and --compile) and omnidistill's
+# train/score benchmarks on the same machine, then the side-by-side table. Output goes to $OUT (or ./bench-out).
 #
 # Before the device run, here:   bash ../shared/bench/device_wheels.sh        # grain wheels -> .whl/
-#                                cp ../shared/bench/peer_bench_torch.py .whl/ # the peer travels too
-# Device run (carry .whl):       bash tools/bench_device.sh [--only=mbert,ettin]
+#                                cp ../shared/bench/peer_bench_torch.py ../shared/bench/score_lengths.txt .whl/  # the peer and its lengths travel too
+# Device run (carry .whl):       bash tools/bench_device.sh [STAGES] [--only=mbert,ettin]
+# STAGES (comma-separated, default all): tests, varlen (realistic-length scoring, first), fixed (the
+# fixed-shape peer, eager and compiled), ours (omnidistill's fixed-shape train and score), large
+# (mxbai-large at B64xS512 under remat). One 10-minute device command holds about two stages.
 set -euo pipefail
-only="${1:-}"
+stages="${1:-all}"
+only="${2:-}"
+[[ "$stages" == --only=* ]] && only="$stages" && stages=all
 out="${OUT:-bench-out}"
 mkdir -p "$out"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH="/tmp/site:$PWD"
+export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/machine.txt"
-# realistic-length scoring first (the first measurement), then the fixed shapes
-python3 .whl/peer_bench_torch.py --varlen $only | tee "$out/peer_varlen_eager.jsonl"
-python3 .whl/peer_bench_torch.py --varlen --compile $only | tee "$out/peer_varlen_compile.jsonl"
-python3 tools/bench_score.py --varlen $only | tee "$out/ours_varlen.jsonl"
-python3 tools/bench_score.py --varlen --pack-length 512 $only | tee "$out/ours_varlen_packed.jsonl"
-python3 .whl/peer_bench_torch.py $only | tee "$out/peer_eager.jsonl"
-python3 .whl/peer_bench_torch.py --compile $only | tee "$out/peer_compile.jsonl"
-python3 tools/bench_train.py $only | tee "$out/ours_train.jsonl"
-python3 tools/bench_score.py $only | tee "$out/ours_score.jsonl"
-python3 tools/bench_train.py --only=bert-large --batch 64 --remat full,dots | tee "$out/ours_large_b64.jsonl"
-python3 tools/bench_compare.py "$out"/peer_eager.jsonl "$out"/peer_compile.jsonl "$out"/ours_train.jsonl "$out"/ours_score.jsonl \
-  "$out"/peer_varlen_eager.jsonl "$out"/peer_varlen_compile.jsonl "$out"/ours_varlen.jsonl "$out"/ours_varlen_packed.jsonl | tee "$out/table.md"
+want() { [[ "$stages" == all || ",$stages," == *",$1,"* ]]; }
+if want tests; then
+  JAX_PLATFORMS=cuda python3 -m pytest -q -n0 -p no:cacheprovider tests/models/test_attention_gpu.py 2>&1 | tail -20 | tee "$out/gpu_tests.txt"
+fi
+if want varlen; then
+  python3 tools/bench_score.py --varlen $only | tee "$out/ours_varlen.jsonl"
+  python3 tools/bench_score.py --varlen --pack-length 512 $only | tee "$out/ours_varlen_packed.jsonl"
+  python3 .whl/peer_bench_torch.py --varlen $only | tee "$out/peer_varlen_eager.jsonl"
+  python3 .whl/peer_bench_torch.py --varlen --compile $only | tee "$out/peer_varlen_compile.jsonl"
+fi
+if want fixed; then
+  python3 .whl/peer_bench_torch.py $only | tee "$out/peer_eager.jsonl"
+  python3 .whl/peer_bench_torch.py --compile $only | tee "$out/peer_compile.jsonl"
+fi
+if want ours; then
+  python3 tools/bench_train.py $only | tee "$out/ours_train.jsonl"
+  python3 tools/bench_score.py $only | tee "$out/ours_score.jsonl"
+fi
+if want large; then
+  python3 tools/bench_train.py --only=bert-large --batch 64 --remat full,dots | tee "$out/ours_large_b64.jsonl"
+fi
+tables=()
+for f in peer_eager peer_compile ours_train ours_score peer_varlen_eager peer_varlen_compile ours_varlen ours_varlen_packed; do
+  [[ -s "$out/$f.jsonl" ]] && tables+=("$out/$f.jsonl")
+done
+python3 tools/bench_compare.py "${tables[@]}" | tee "$out/table.md"

@@ -196,9 +196,35 @@ def cudnn_mask(mask: jax.Array, q_len: int, kv_len: int) -> jax.Array:
     ``dot_product_attention(implementation="cudnn")`` turns the mask into a bias whose sequence
     dimensions must equal the query and key lengths; a ``[B, 1, 1, S]`` key-padding mask is refused
     ("Bias must have same seq length as QKV"), so it is broadcast over the queries. Exact for any
-    padding layout (no right-padding assumption, as ``key_value_seq_lengths`` would make).
+    padding layout; :func:`cudnn_inputs` takes it only for masks that are not plain key padding.
     """
     return jnp.broadcast_to(mask, (mask.shape[0], 1, q_len, kv_len))
+
+
+def key_lengths(mask: jax.Array) -> jax.Array:
+    """The [B] int32 count of kept keys of a ``[B, 1, 1, S]`` key-padding mask, at least 1.
+
+    For a right-padded batch (kept keys first, as every omnidistill pipeline and a right-padding
+    tokenizer produce) attending to the first ``length`` keys is exactly the mask. A row of padding
+    only gets length 1 rather than 0 so that cuDNN's softmax stays finite: its outputs are ignored
+    (pooling and the loss never read padding), but a NaN there would reach the loss as 0 x NaN.
+    A concrete (not traced) mask that is not right-padded is refused; under ``jit`` it cannot be seen."""
+    keep = mask.reshape(mask.shape[0], -1)
+    lengths = keep.sum(axis=-1, dtype=jnp.int32)
+    if not isinstance(keep, jax.core.Tracer) and not bool(jnp.all(keep == (jnp.arange(keep.shape[1])[None] < lengths[:, None]))):
+        raise ValueError("model.attention=cudnn takes right-padded batches (kept tokens first); use model.attention=xla for left padding")
+    return jnp.maximum(lengths, 1)
+
+
+def cudnn_inputs(mask: jax.Array, q_len: int, kv_len: int) -> tuple[jax.Array | None, jax.Array | None]:
+    """``(mask, lengths)`` for cuDNN's fused attention: a key-padding ``[B, 1, 1, S]`` mask becomes
+    sequence lengths (cuDNN's padding mask type, no ``[B, 1, S, S]`` bias read by every head), any
+    other mask (segments of packed rows, a folded window) the broadcast :func:`cudnn_mask`.
+
+    Assumes right padding for key-padding masks, as :func:`key_lengths` says."""
+    if mask.ndim == 4 and mask.shape[1] == 1 and mask.shape[2] == 1 and q_len == kv_len:
+        return None, key_lengths(mask)
+    return cudnn_mask(mask, q_len, kv_len), None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,17 +256,26 @@ def attention(
 
     ``implementation`` is ``model.attention`` (see :func:`resolve_attention`). ``window`` restricts
     query i to keys j with |i - j| <= window (local attention); cuDNN, which has no two-sided window,
-    gets it as part of the mask. Attention-probability dropout is not applied: fused kernels have none.
+    gets it as part of the mask. cuDNN gets a key-padding mask as sequence lengths (right padding,
+    :func:`cudnn_inputs`). Attention-probability dropout is not applied: fused kernels have none.
     """
     kernel = implementation if isinstance(implementation, AttentionKernel) else AttentionKernel(implementation)
     impl = resolve_attention(kernel.implementation, q.dtype, q.shape[1])
     local = (window, window) if window is not None else None
+    lengths = None
     if impl == "cudnn":
         if window is not None:
             # cuDNN has no two-sided sliding window: fold the band into the mask (it becomes a bias).
             mask, local = band_mask(mask, q.shape[1], window), None
-        mask = cudnn_mask(mask, q.shape[1], k.shape[1])
-    core = functools.partial(jax.nn.dot_product_attention, scale=scale, local_window_size=local, implementation=impl)
+        mask, lengths = cudnn_inputs(mask, q.shape[1], k.shape[1])
+    core = functools.partial(
+        jax.nn.dot_product_attention,
+        scale=scale,
+        local_window_size=local,
+        implementation=impl,
+        query_seq_lengths=lengths,
+        key_value_seq_lengths=lengths,
+    )
     if impl == "blocked":
         core = lambda q, k, v, bias, mask: blocked_attention(q, k, v, mask, bias, scale, window)
     if kernel.recompute_scores and impl != "cudnn":  # cuDNN's fused kernel keeps no scores anyway

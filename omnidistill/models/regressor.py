@@ -46,6 +46,10 @@ class Regressor(nnx.Module):
     ) -> jax.Array:
         """Head outputs (float32; [B, 4] for the sigmoid heads). ``rng`` enables dropout; None is deterministic.
 
+        ``attention_mask`` must be right-padded where cuDNN runs (``model.attention`` auto or cudnn on a
+        GPU): it reaches cuDNN as sequence lengths (``layers.cudnn_inputs``). Every omnidistill pipeline
+        right-pads; use ``xla`` for left padding.
+
         Packed rows: ``segment_ids`` [B, S] numbers the examples of each row 1..K (0 = padding) and
         the outputs are per segment slot, [B * num_segments, ...] (empty slots give unused outputs).
         """

@@ -15,7 +15,7 @@ from omnidistill.models.layers import (
     attention,
     band_mask,
     blocked_attention,
-    cudnn_mask,
+    cudnn_inputs,
     padding_mask,
     resolve_attention,
     segment_mask,
@@ -38,23 +38,42 @@ def test_window_folded_into_the_mask_equals_the_windowed_kernel():
     np.testing.assert_allclose(np.asarray(attention(q, k, v, mask, "xla", window=2)), np.asarray(windowed), atol=1e-6)
 
 
-@pytest.mark.parametrize("kind", ["padding", "segments", "band"])
+@pytest.mark.parametrize("kind", ["segments", "band"])
 def test_cudnn_gets_a_full_query_by_key_mask_with_the_same_attention(kind):
-    """cuDNN refuses a [B, 1, 1, S] key mask (its bias must span queries and keys); the broadcast
-    mask it gets instead must give exactly the attention of the original mask."""
+    """cuDNN refuses a [B, 1, 1, S] key mask (its bias must span queries and keys); a mask that is not
+    plain key padding gets broadcast instead, which must give exactly the attention of the original."""
     q, k, v = qkv()
     lengths = jnp.array([12, 7])
     key_mask = (jnp.arange(12)[None] < lengths[:, None]).astype(jnp.int32)
     mask = {
-        "padding": padding_mask(key_mask),
         "segments": segment_mask(jnp.array([[1] * 5 + [2] * 7, [1] * 3 + [2] * 4 + [0] * 5])),
         "band": band_mask(padding_mask(key_mask), 12, 2),
     }[kind]
-    full = cudnn_mask(mask, 12, 12)
-    assert full.shape == (2, 1, 12, 12)
+    full, no_lengths = cudnn_inputs(mask, 12, 12)
+    assert full.shape == (2, 1, 12, 12) and no_lengths is None
     np.testing.assert_array_equal(
         np.asarray(jax.nn.dot_product_attention(q, k, v, mask=full)), np.asarray(jax.nn.dot_product_attention(q, k, v, mask=mask))
     )
+
+
+def test_cudnn_gets_key_padding_as_sequence_lengths_with_the_same_attention():
+    """A right-padded key mask reaches cuDNN as lengths, with no [B, 1, S, S] array. XLA's kernel
+    takes the same lengths, so the attention they mean is checked here against the mask's on every
+    real query row, with a bias (DeBERTa's case) and for a row of padding only (length 1, finite)."""
+    q, k, v = qkv(b=3)
+    lengths = jnp.array([12, 7, 0])
+    mask = padding_mask((jnp.arange(12)[None] < lengths[:, None]).astype(jnp.int32))
+    no_mask, seq_lengths = cudnn_inputs(mask, 12, 12)
+    assert no_mask is None
+    np.testing.assert_array_equal(np.asarray(seq_lengths), [12, 7, 1])
+    bias = jax.random.normal(jax.random.PRNGKey(5), (3, 2, 12, 12))
+    by_lengths = jax.nn.dot_product_attention(q, k, v, bias, query_seq_lengths=seq_lengths, key_value_seq_lengths=seq_lengths)
+    by_mask = jax.nn.dot_product_attention(q, k, v, bias, mask=mask)
+    for row, n in enumerate([12, 7]):
+        np.testing.assert_allclose(np.asarray(by_lengths[row, :n]), np.asarray(by_mask[row, :n]), atol=1e-6)
+    assert np.isfinite(np.asarray(by_lengths)).all()
+    with pytest.raises(ValueError, match="right-padded"):
+        cudnn_inputs(padding_mask(jnp.array([[0, 0, 1, 1], [1, 1, 1, 0]])), 4, 4)  # left padding
 
 
 def test_segment_mask_is_block_diagonal_and_pads_see_only_pads():

@@ -1,0 +1,58 @@
+"""cuDNN's fused attention against XLA's on an NVIDIA GPU (skipped elsewhere; run on a lent device with
+``python -m pytest tests/models/test_attention_gpu.py``): the sequence-length path for key padding,
+with and without DeBERTa's bias, and the broadcast-mask path for packed rows and folded windows."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from omnidistill.models.layers import attention, band_mask, padding_mask, segment_mask
+
+pytestmark = pytest.mark.skipif(jax.default_backend() != "gpu", reason="cuDNN attention needs an NVIDIA GPU")
+
+B, S, N, D = 3, 128, 4, 64
+LENGTHS = jnp.array([128, 77, 0])  # full, right-padded, padding only
+
+
+def inputs(seed: int = 0):
+    keys = jax.random.split(jax.random.PRNGKey(seed), 4)
+    q, k, v = (jax.random.normal(key, (B, S, N, D), jnp.bfloat16) for key in keys[:3])
+    bias = jax.random.normal(keys[3], (B, N, S, S), jnp.bfloat16)
+    return q, k, v, bias
+
+
+def masks() -> dict:
+    keep = (jnp.arange(S)[None] < LENGTHS[:, None]).astype(jnp.int32)
+    packed = jnp.where(jnp.arange(S) < 100, 1 + jnp.arange(S) // 9, 0)  # 12 segments, then padding
+    segments = jnp.stack([jnp.repeat(jnp.arange(1, 5), 32), packed, jnp.zeros(S, jnp.int32)])
+    return {"padding": padding_mask(keep), "segments": segment_mask(segments), "band": band_mask(padding_mask(keep), S, 8)}
+
+
+def real_rows(kind: str) -> np.ndarray:
+    """[B, S] True where a query row is a real token (padding rows' outputs are never read)."""
+    if kind == "segments":
+        return np.arange(S)[None] < np.array([S, 100, 0])[:, None]
+    return np.arange(S)[None] < np.asarray(LENGTHS)[:, None]
+
+
+@pytest.mark.parametrize("kind", ["padding", "segments", "band"])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_cudnn_equals_xla_forward_and_gradients(kind, with_bias):
+    q, k, v, bias = inputs()
+    mask = masks()[kind]
+    rows = jnp.asarray(real_rows(kind))[:, :, None, None]
+    bias = bias if with_bias else None
+
+    def loss(impl, q, k, v):
+        out = attention(q, k, v, mask, impl, bias=bias).astype(jnp.float32)
+        return jnp.sum(jnp.where(rows, out, 0.0) ** 2), out
+
+    (_, ref), ref_grads = jax.value_and_grad(lambda *a: loss("xla", *a), argnums=(0, 1, 2), has_aux=True)(q, k, v)
+    (_, got), got_grads = jax.value_and_grad(lambda *a: loss("cudnn", *a), argnums=(0, 1, 2), has_aux=True)(q, k, v)
+    keep = real_rows(kind)
+    np.testing.assert_allclose(np.asarray(got)[keep], np.asarray(ref)[keep], atol=3e-2, rtol=3e-2)
+    for g, r in zip(got_grads, ref_grads, strict=True):
+        g, r = np.asarray(g.astype(jnp.float32)), np.asarray(r.astype(jnp.float32))
+        np.testing.assert_allclose(g, r, atol=0.1 * np.abs(r).max() + 1e-3)
+        assert np.isfinite(g).all()
