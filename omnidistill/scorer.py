@@ -33,7 +33,7 @@ from omnidistill.data.tokenize import RecordEncoder, count_truncated
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
 from omnidistill.eval.predict import inference_buckets, inference_packing, predict_records, used_buckets, warm_up
 from omnidistill.models.regressor import make_predict_fn
-from omnidistill.parallel.mesh import build_mesh, replicated
+from omnidistill.parallel.mesh import build_mesh, replicated, under_mesh
 from omnidistill.runs.run_dir import is_run_directory
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ class Scorer:
         self.has_uncertainty = nnx.merge(self.graphdef, self.params).has_levels
         self.packing = inference_packing(self.pack_length, self.batch_size, self.max_length)
         slots = self.packing.max_segments if self.packing else 1
-        self._predict = jax.jit(make_predict_fn(self.graphdef, levels=self.has_uncertainty, num_segments=slots))
+        self._predict = under_mesh(jax.jit(make_predict_fn(self.graphdef, levels=self.has_uncertainty, num_segments=slots)), self.mesh)
         self.buckets = inference_buckets(self.max_length, self.length_step)
 
     @property

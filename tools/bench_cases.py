@@ -433,8 +433,8 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
     p.add_argument(
         "--attention",
         default="auto",
-        choices=["auto", "xla", "cudnn", "blocked"],
-        help="auto: cudnn on GPU in bf16, blocked on CPU, else xla",
+        choices=["auto", "xla", "cudnn", "blocked", "splash"],
+        help="auto: splash on TPU, cudnn on GPU in bf16, blocked on CPU, else xla",
     )
     if kind != "score":
         p.add_argument("--remat", default="none", help="comma-separated model.remat policies, one case each: none,full,dots")

@@ -47,12 +47,15 @@ class ModelConfig:
     """Dropout in the ``shared_mlp`` head."""
     dropout: float | None = None
     """Overrides the backbone's hidden/attention dropout when set."""
-    attention: Literal["auto", "xla", "cudnn", "blocked"] = "auto"
+    attention: Literal["auto", "xla", "cudnn", "blocked", "splash"] = "auto"
     """Attention kernel: ``cudnn`` (``jax.nn.dot_product_attention``'s fused kernel, NVIDIA GPUs,
-    bf16/fp16), ``xla`` (its XLA kernel, any device), ``blocked`` (a few heads at a time, so that the
-    scores stay in cache: the fast one on CPU for long rows), or ``auto`` (cudnn where it applies,
-    blocked on CPU from 256 tokens, else xla). ``cudnn`` off a GPU or in float32 falls back to xla
-    with a warning, so GPU-trained runs still score and export on CPU."""
+    bf16/fp16; right-padded key masks go in as sequence lengths), ``splash`` (TPU splash attention
+    with segment ids, Pallas; no additive bias, so not DeBERTa), ``xla`` (XLA's kernel, any device),
+    ``blocked`` (a few heads at a time, so that the scores stay in cache: the fast one on CPU for long
+    rows), or ``auto`` (splash on TPU but for a biased attention, cudnn where it applies, blocked on
+    CPU from 256 tokens, else xla). ``cudnn`` off a GPU or in float32 falls back to xla with a
+    warning, and ``splash`` off a TPU runs in Pallas interpret mode (exact, slow), so runs trained on
+    accelerators still score and export on CPU."""
     remat: Literal["none", "attention", "dots", "full"] = "none"
     """Trade compute for activation memory in the backward pass: ``attention`` recomputes only the
     attention scores (XLA kernel; cuDNN keeps none anyway), ``dots`` rematerialises each encoder layer

@@ -85,9 +85,35 @@ def segment_mask(segment_ids: jax.Array) -> jax.Array:
     return (segment_ids[:, :, None] == segment_ids[:, None, :])[:, None]
 
 
-def encoder_mask(attention_mask: jax.Array, segment_ids: jax.Array | None) -> jax.Array:
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["keys"], meta_fields=["packed", "causal"])
+@dataclasses.dataclass(frozen=True)
+class AttentionMask:
+    """Which keys each query attends to, in compact form. ``keys`` [B, S] is the attention mask (1 real,
+    0 padding) or, with ``packed``, the segment ids of packed rows (0 padding); ``causal`` keeps only
+    keys at or before the query. :meth:`dense` is the boolean mask the XLA, blocked and cuDNN kernels
+    take; the splash kernel takes ``keys`` as segment ids and never builds it."""
+
+    keys: jax.Array
+    packed: bool = False
+    causal: bool = False
+
+    def dense(self) -> jax.Array:
+        """Boolean [B, 1, 1 or S, S]: key padding, or block-diagonal for packed rows, causal if asked."""
+        mask = segment_mask(self.keys) if self.packed else padding_mask(self.keys)
+        if self.causal:
+            seq = self.keys.shape[1]
+            mask = mask & jnp.tril(jnp.ones((seq, seq), bool))[None, None]
+        return mask
+
+    def made_causal(self) -> AttentionMask:
+        return dataclasses.replace(self, causal=True)
+
+
+def encoder_mask(attention_mask: jax.Array, segment_ids: jax.Array | None) -> AttentionMask:
     """The attention mask of an encoder call: key padding, or block-diagonal for packed rows."""
-    return padding_mask(attention_mask) if segment_ids is None else segment_mask(segment_ids)
+    if segment_ids is None:
+        return AttentionMask(attention_mask)
+    return AttentionMask(segment_ids, packed=True)
 
 
 def segment_positions(segment_ids: jax.Array) -> jax.Array:
@@ -109,7 +135,7 @@ def token_positions(input_ids: jax.Array, segment_ids: jax.Array | None) -> jax.
 _CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)
 
 
-ATTENTION_KERNELS = ("auto", "xla", "cudnn", "blocked")
+ATTENTION_KERNELS = ("auto", "xla", "cudnn", "blocked", "splash")
 
 
 BLOCKED_FROM = 256
@@ -120,12 +146,17 @@ made the tiny default's training 2.7x slower at 192 tokens)."""
 
 def resolve_attention(implementation: str, dtype, seq: int = BLOCKED_FROM) -> str | None:
     """The kernel ``model.attention`` runs here for ``seq`` tokens: ``"cudnn"``, ``"blocked"``
-    (:func:`blocked_attention`) or None (XLA's ``dot_product_attention``). ``auto`` is cuDNN on an
-    NVIDIA GPU in bf16/fp16, the blocked kernel on CPU from :data:`BLOCKED_FROM` tokens, XLA otherwise."""
+    (:func:`blocked_attention`), ``"splash"`` (:mod:`omnidistill.models.splash`) or None (XLA's
+    ``dot_product_attention``). ``auto`` is splash on a TPU, cuDNN on an NVIDIA GPU in bf16/fp16, the
+    blocked kernel on CPU from :data:`BLOCKED_FROM` tokens, XLA otherwise."""
     if implementation not in ATTENTION_KERNELS:
         raise ValueError(f"model.attention={implementation!r} is not one of {', '.join(ATTENTION_KERNELS)}")
     if implementation == "xla":
         return None
+    if implementation == "splash" or (implementation == "auto" and jax.default_backend() == "tpu"):
+        if jax.default_backend() != "tpu":
+            _warn_once(f"model.attention=splash runs in Pallas interpret mode off a TPU (backend {jax.default_backend()}): exact, slow")
+        return "splash"
     if implementation == "blocked" or (implementation == "auto" and jax.default_backend() == "cpu" and seq >= BLOCKED_FROM):
         return "blocked"
     usable = jax.default_backend() == "gpu" and dtype in _CUDNN_DTYPES
@@ -245,14 +276,15 @@ def attention(
     q: jax.Array,
     k: jax.Array,
     v: jax.Array,
-    mask: jax.Array,
+    mask: AttentionMask | jax.Array,
     implementation: str | AttentionKernel = "xla",
     *,
     bias: jax.Array | None = None,
     scale: float | None = None,
     window: int | None = None,
 ) -> jax.Array:
-    """Scaled dot-product attention over [B, S, N, D] tensors with a boolean key mask.
+    """Scaled dot-product attention over [B, S, N, D] tensors with an :class:`AttentionMask` (or a
+    boolean [B, 1, 1 or S, S] mask, which every kernel but splash takes).
 
     ``implementation`` is ``model.attention`` (see :func:`resolve_attention`). ``window`` restricts
     query i to keys j with |i - j| <= window (local attention); cuDNN, which has no two-sided window,
@@ -261,6 +293,18 @@ def attention(
     """
     kernel = implementation if isinstance(implementation, AttentionKernel) else AttentionKernel(implementation)
     impl = resolve_attention(kernel.implementation, q.dtype, q.shape[1])
+    if impl == "splash" and bias is not None:
+        if kernel.implementation == "splash":
+            raise ValueError("model.attention=splash takes no additive bias (DeBERTa's relative positions): use auto or xla")
+        impl = None  # auto on a TPU: XLA's kernel for a biased attention
+    if impl == "splash":
+        if not isinstance(mask, AttentionMask):
+            raise ValueError("model.attention=splash takes an AttentionMask (segment ids), not a boolean array")
+        from omnidistill.models.splash import splash_attention
+
+        return splash_attention(q, k, v, mask.keys, causal=mask.causal, scale=scale, window=window)
+    if isinstance(mask, AttentionMask):
+        mask = mask.dense()
     local = (window, window) if window is not None else None
     lengths = None
     if impl == "cudnn":

@@ -6,10 +6,11 @@ Axes: ``data`` (pure data parallel), ``fsdp`` (data parallel with parameters/opt
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -85,6 +86,18 @@ def build_mesh(cfg: MeshConfig, devices: Sequence[jax.Device] | None = None) -> 
 def batch_sharding(mesh: Mesh) -> NamedSharding:
     """Leading (batch) dimension split over data x fsdp; other dimensions replicated."""
     return NamedSharding(mesh, P(BATCH_AXES))
+
+
+def under_mesh(fn: Callable, mesh: Mesh) -> Callable:
+    """``fn`` called with ``mesh`` as the context mesh (``jax.set_mesh``), so that what it traces can
+    read the mesh: the splash attention kernel ``shard_map``-s itself over it (``models/splash.py``)."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with jax.set_mesh(mesh):
+            return fn(*args, **kwargs)
+
+    return call
 
 
 def replicated(mesh: Mesh) -> NamedSharding:

@@ -27,7 +27,7 @@ from omnidistill.models.loader import LoadedModel, load_model
 from omnidistill.models.registry import get_family
 from omnidistill.models.regressor import make_predict_fn
 from omnidistill.models.scan import unstack_layers
-from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_array, param_shardings, replicated
+from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_array, param_shardings, replicated, under_mesh
 from omnidistill.runs.checkpoint import RunCheckpoints
 from omnidistill.runs.load import load_trained
 from omnidistill.runs.run_dir import INPUT_SETTINGS, check_same_model, is_run_directory, load_run_metadata, save_run_metadata
@@ -254,6 +254,7 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
         out_shardings=(state_shardings, replicated(mesh)),
         donate_argnums=0,
     )
+    step_fn = under_mesh(step_fn, mesh)
     batches = training_batches(cfg, train_records, encoder)
     checkpoints = RunCheckpoints(run_dir, keep=cfg.checkpoint.keep)
     start = 0
@@ -279,7 +280,7 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
         state=state,
         start_step=start,
         step_fn=step_fn,
-        predict_fn=jax.jit(make_predict_fn(graphdef)),
+        predict_fn=under_mesh(jax.jit(make_predict_fn(graphdef)), mesh),
         batches=batches,
         batch_keys=PACKED_BATCH_KEYS if cfg.data.pack_length > 0 else BATCH_KEYS,
         batch_sharding=b_sharding,

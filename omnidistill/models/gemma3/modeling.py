@@ -20,7 +20,7 @@ from flax import nnx
 from omnidistill.models.gemma3.config import Gemma3Config
 from omnidistill.models.layers import AttentionKernel, activation, attention, attention_kernel, call_layer, encoder_mask, token_positions
 from omnidistill.models.modernbert.modeling import apply_rope, rope_tables
-from omnidistill.models.qwen3.modeling import INIT, Qwen3Pooler, causal_mask, dense
+from omnidistill.models.qwen3.modeling import INIT, Qwen3Pooler, dense
 from omnidistill.models.scan import layer_stack, run_layers
 
 
@@ -115,7 +115,7 @@ class Gemma3Encoder(nnx.Module):
             raise ValueError(f"sequence length {seq} exceeds max_position_embeddings={self.cfg.max_position_embeddings}")
         mask = encoder_mask(attention_mask, segment_ids)
         if self.cfg.causal:
-            mask = causal_mask(mask, seq)
+            mask = mask.made_causal()
         positions = jnp.broadcast_to(token_positions(input_ids, segment_ids), input_ids.shape).astype(jnp.float32)
         rope = {}
         for layer_type in sorted(set(self.cfg.layer_types)):

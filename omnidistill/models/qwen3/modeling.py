@@ -38,11 +38,6 @@ class RMSNorm(nnx.Module):
         return (self.scale[...] * normed.astype(x.dtype).astype(jnp.float32)).astype(x.dtype)
 
 
-def causal_mask(mask: jax.Array, seq: int) -> jax.Array:
-    """``mask`` ([B, 1, 1 or S, S]) restricted to keys at or before each query."""
-    return mask & jnp.tril(jnp.ones((seq, seq), bool))[None, None]
-
-
 class Qwen3Attention(nnx.Module):
     def __init__(self, cfg: Qwen3Config, dtype, attention_impl: AttentionKernel, rngs: nnx.Rngs):
         self.cfg = cfg
@@ -114,7 +109,7 @@ class Qwen3Encoder(nnx.Module):
         seq = input_ids.shape[1]
         if seq > self.cfg.max_sequence_length:
             raise ValueError(f"sequence length {seq} exceeds max_position_embeddings={self.cfg.max_position_embeddings}")
-        mask = causal_mask(encoder_mask(attention_mask, segment_ids), seq)
+        mask = encoder_mask(attention_mask, segment_ids).made_causal()
         cos, sin = rope_tables(
             jnp.broadcast_to(token_positions(input_ids, segment_ids), input_ids.shape), self.cfg.head_dim, self.cfg.rope_theta
         )
