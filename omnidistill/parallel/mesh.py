@@ -6,7 +6,6 @@ Axes: ``data`` (pure data parallel), ``fsdp`` (data parallel with parameters/opt
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import re
@@ -88,16 +87,29 @@ def batch_sharding(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, P(BATCH_AXES))
 
 
-def under_mesh(fn: Callable, mesh: Mesh) -> Callable:
-    """``fn`` called with ``mesh`` as the context mesh (``jax.set_mesh``), so that what it traces can
-    read the mesh: the splash attention kernel ``shard_map``-s itself over it (``models/splash.py``)."""
+class MeshBoundFunction:
+    """``fn`` (a jitted function) called and lowered with ``mesh`` as the context mesh (``jax.set_mesh``),
+    so that what it traces can read the mesh: the splash attention kernel ``shard_map``-s itself over
+    it (``models/splash.py``). Other attributes (``_cache_size``, ...) are ``fn``'s."""
 
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        with jax.set_mesh(mesh):
-            return fn(*args, **kwargs)
+    def __init__(self, fn: Callable, mesh: Mesh) -> None:
+        self.fn, self.mesh = fn, mesh
 
-    return call
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with jax.set_mesh(self.mesh):
+            return self.fn(*args, **kwargs)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        with jax.set_mesh(self.mesh):
+            return self.fn.lower(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.fn, name)
+
+
+def under_mesh(fn: Callable, mesh: Mesh) -> MeshBoundFunction:
+    """``fn`` traced under ``mesh`` (:class:`MeshBoundFunction`)."""
+    return MeshBoundFunction(fn, mesh)
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
