@@ -76,7 +76,7 @@ def _eval(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     from omnidistill.sweep import run_sweep, summary_markdown
 
-    rows = run_sweep(args.sweep_file, args.overrides, output_dir=args.output_dir)
+    rows = run_sweep(args.sweep_file, args.overrides, output_dir=args.output_dir, only=args.only.split(",") if args.only else ())
     print(summary_markdown(rows))
     return 0
 
@@ -273,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("sweep_file", help="sweep YAML (base, output_dir, overrides, runs), e.g. configs/ablations/heads.yaml")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides applied to every run, e.g. train.max_steps=50")
     p.add_argument("--output-dir", help="where runs and summary.{md,json} go (default: the sweep file's output_dir)")
+    p.add_argument("--only", metavar="RUN[,RUN]", help="train only these runs of the file (every run's config is still checked)")
     p.set_defaults(func=_sweep)
 
     p = sub.add_parser("export", help="write a Hugging Face folder (safetensors + config + tokenizer + card) from a run")

@@ -48,18 +48,27 @@ def load_sweep(path: str | Path) -> dict[str, Any]:
 
 
 def run_sweep(
-    path: str | Path, extra_overrides: list[str] | tuple[str, ...] = (), output_dir: str | Path | None = None
+    path: str | Path,
+    extra_overrides: list[str] | tuple[str, ...] = (),
+    output_dir: str | Path | None = None,
+    only: list[str] | tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
-    """Train and compare every run of a sweep file; returns one row per run."""
+    """Train and compare every run of a sweep file (or the runs named in ``only``, in the file's
+    order); returns one row per run. Every run's config is checked before the first one trains."""
     from omnidistill.eval.run_eval import evaluate_run
     from omnidistill.train.loop import train
 
     spec = load_sweep(path)
+    unknown = [name for name in only if name not in spec["runs"]]
+    if unknown:
+        raise ConfigError(f"{path}: no run named {', '.join(unknown)} (runs: {', '.join(spec['runs'])})")
     out = Path(output_dir or spec.get("output_dir", "runs/sweep"))
     common = [*spec.get("overrides", []), *extra_overrides]
     configs = {name: load_config(spec["base"], [*common, *ovr, f"train.output_dir={out / name}"]) for name, ovr in spec["runs"].items()}
     rows = []
     for name, cfg in configs.items():
+        if only and name not in only:
+            continue
         start = time.perf_counter()
         summary = train(cfg)
         wall = time.perf_counter() - start

@@ -29,12 +29,12 @@ def run(repo_root, tool, *args):
 
 @pytest.mark.slow
 def test_bench_train_every_family(repo_root):
-    """Every case's model builds and traces a training step (memory estimates, no compile); three
-    cases, an encoder of each kind and a decoder, train for real (tests/test_families.py trains and
-    exports every family through the CLI)."""
-    rows = run(repo_root, "bench_train.py", "--only", "mbert,deberta,qwen3", "--batch", "8", "--seq", "64", "--dtype", "float32")
+    """Every case's model builds and traces a training step (memory estimates, no compile); one case
+    trains for real through the tool (tests/test_families.py trains and exports every family
+    through the CLI)."""
+    rows = run(repo_root, "bench_train.py", "--only", "qwen3", "--batch", "8", "--seq", "64", "--dtype", "float32")
     trained = [r for r in rows if "model" in r]
-    assert [r["model"] for r in trained] == ["mbert", "deberta-v3-base", "qwen3-0.6b"]
+    assert [r["model"] for r in trained] == ["qwen3-0.6b"]
     assert all("error" not in r and r["train_tok_s"] > 0 and {"step_ms", "mfu_vs_989", "params_M"} <= set(r) for r in trained)
     cases = [r for r in run(repo_root, "bench_memory.py", "--batch", "8", "--seq", "64") if "model" in r]
     assert all("error" not in r and r["estimate_GB"] > 0 for r in cases)

@@ -11,6 +11,8 @@ from omnidistill.sweep import load_sweep
 
 @pytest.mark.slow
 def test_shipped_heads_sweep_runs(repo_root, tmp_path, monkeypatch, capsys):
+    """Two of the four heads train (a sigmoid head and a level head, which adds the uncertainty
+    columns); ``--only`` still checks every run's config, and names the runs when it finds none."""
     monkeypatch.chdir(repo_root)
     out = tmp_path / "sweep"
     args = [
@@ -23,13 +25,16 @@ def test_shipped_heads_sweep_runs(repo_root, tmp_path, monkeypatch, capsys):
         "--output-dir",
         str(out),
     ]
-    assert main(args) == 0
+    assert main([*args, "--only", "ordinal,linear_sigmoid,nope"]) == 2
+    assert "no run named nope (runs: linear_sigmoid, shared_mlp, ordinal, classification)" in capsys.readouterr().err
+    assert main([*args, "--only", "classification,linear_sigmoid"]) == 0
     rows = json.loads((out / "summary.json").read_text())
-    assert [r["run"] for r in rows] == ["linear_sigmoid", "shared_mlp", "ordinal", "classification"]
+    assert [r["run"] for r in rows] == ["linear_sigmoid", "classification"]  # the file's order
     assert all(0 < r["dev_mae"] < 4 and r["steps"] == 2 and r["wall_s"] > 0 for r in rows)
+    assert rows[1]["dev_nll"] is not None and rows[0]["dev_nll"] is None
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == sorted(r["run"] for r in rows)
     table = (out / "summary.md").read_text()
-    assert "| ordinal |" in table and "dev MAE" in table
+    assert "| classification |" in table and "dev MAE" in table
     assert "| classification |" in capsys.readouterr().out
 
 

@@ -82,7 +82,7 @@ def test_splash_refuses_a_bias_and_auto_leaves_it_to_xla(monkeypatch):
 def test_a_splash_model_scores_like_xla(family):
     """Through a whole model: ModernBERT's local and global layers, Qwen3's causal grouped attention
     pooled at the last token, on padded and on packed rows."""
-    arch = dict(vocab_size=64, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=48)
+    arch = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48)
     if family == "modernbert":
         arch.update(local_attention=8, global_attn_every_n_layers=2)
     else:
