@@ -31,9 +31,8 @@ from omnidistill.data.level_dist import level_std
 from omnidistill.data.schema import Record
 from omnidistill.data.tokenize import RecordEncoder, count_truncated
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
-from omnidistill.eval.predict import inference_buckets, inference_packing, predict_records, used_buckets, warm_up
-from omnidistill.models.regressor import make_predict_fn
-from omnidistill.parallel.mesh import build_mesh, replicated, under_mesh
+from omnidistill.eval.predict import inference_buckets, inference_packing, jitted_predict_fn, predict_records, used_buckets, warm_up
+from omnidistill.parallel.mesh import build_mesh, replicated
 from omnidistill.runs.run_dir import is_run_directory
 
 log = logging.getLogger(__name__)
@@ -109,8 +108,7 @@ class Scorer:
         self.encoder = RecordEncoder.from_config(self.tokenizer, self.data)
         self.has_uncertainty = nnx.merge(self.graphdef, self.params).has_levels
         self.packing = inference_packing(self.pack_length, self.batch_size, self.max_length)
-        slots = self.packing.max_segments if self.packing else 1
-        self._predict = under_mesh(jax.jit(make_predict_fn(self.graphdef, levels=self.has_uncertainty, num_segments=slots)), self.mesh)
+        self._predict = jitted_predict_fn(self.graphdef, self.mesh, levels=self.has_uncertainty, packing=self.packing)
         self.buckets = inference_buckets(self.max_length, self.length_step)
 
     @property

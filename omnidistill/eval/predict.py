@@ -16,7 +16,8 @@ from omnidistill.data.pipeline import InferencePacking, eval_dataset, packed_eva
 from omnidistill.data.schema import Record
 from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.dimensions import NUM_DIMENSIONS
-from omnidistill.parallel.mesh import batch_sharding, global_batch_array
+from omnidistill.models.regressor import make_predict_fn
+from omnidistill.parallel.mesh import MeshBoundFunction, batch_sharding, global_batch_array, under_mesh
 
 MODEL_INPUTS = ("input_ids", "attention_mask")
 """What ``predict_fn`` receives for padded batches (the warm-up compiles for exactly this structure)."""
@@ -33,6 +34,13 @@ def inference_packing(pack_length: int, batch_size: int, max_length: int) -> Inf
     return InferencePacking(
         length=pack_length, rows=max(1, -(-batch_size * max_length // pack_length) // 2), max_segments=max(1, pack_length // 16)
     )
+
+
+def jitted_predict_fn(graphdef: Any, mesh: Mesh, *, levels: bool = False, packing: InferencePacking | None = None) -> MeshBoundFunction:
+    """:func:`make_predict_fn` jitted and traced under ``mesh`` (the splash kernel ``shard_map``-s over
+    it), pooling ``packing.max_segments`` slots per row when ``packing`` is set."""
+    slots = packing.max_segments if packing else 1
+    return under_mesh(jax.jit(make_predict_fn(graphdef, levels=levels, num_segments=slots)), mesh)
 
 
 def _shard_multiple(size: int, mesh: Mesh) -> int:

@@ -20,11 +20,10 @@ from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.compare import compare_judges, comparison_markdown, load_predictions
 from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.plots import write_calibration_plot, write_plots
-from omnidistill.eval.predict import inference_buckets, inference_packing, predict_records, used_buckets, warm_up
+from omnidistill.eval.predict import inference_buckets, inference_packing, jitted_predict_fn, predict_records, used_buckets, warm_up
 from omnidistill.eval.report import build_report, mean_baseline, train_mean_labels, write_report
 from omnidistill.eval.uncertainty import uncertainty_report
-from omnidistill.models.regressor import make_predict_fn
-from omnidistill.parallel.mesh import build_mesh, replicated, under_mesh
+from omnidistill.parallel.mesh import build_mesh, replicated
 from omnidistill.runs.load import load_trained
 
 log = logging.getLogger(__name__)
@@ -98,7 +97,7 @@ def evaluate_run(
     levels = nnx.merge(graphdef, params).has_levels
     bs = batch_size or cfg.eval.batch_size
     packing = inference_packing(cfg.eval.pack_length if pack_length is None else pack_length, bs, cfg.data.max_length)
-    predict_fn = under_mesh(jax.jit(make_predict_fn(graphdef, levels=levels, num_segments=packing.max_segments if packing else 1)), mesh)
+    predict_fn = jitted_predict_fn(graphdef, mesh, levels=levels, packing=packing)
     buckets = inference_buckets(cfg.data.max_length, cfg.eval.length_step)
     warm_up(predict_fn, params, mesh, batch_size=bs, buckets=used_buckets(lengths, encoder.max_length, buckets), packing=packing)
     start = time.perf_counter()

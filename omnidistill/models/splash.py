@@ -21,6 +21,7 @@ CPU against XLA's kernel, forward and gradients.
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -81,10 +82,7 @@ def _per_device(fn, batch: int, heads: int):
     if mesh.empty or mesh.size == 1:
         return fn
     rows = tuple(a for a in mesh.axis_names if a != "tensor")  # data and fsdp (parallel/mesh.py's BATCH_AXES)
-    split = 1
-    for a in rows:
-        split *= mesh.shape[a]
-    if batch % split:
+    if batch % math.prod(mesh.shape[a] for a in rows):
         rows = ()
     tensor = "tensor" if "tensor" in mesh.axis_names and heads % mesh.shape["tensor"] == 0 else None
     spec = P(rows or None, tensor)

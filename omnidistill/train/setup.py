@@ -22,10 +22,10 @@ from omnidistill.data.schema import Record
 from omnidistill.data.splits import load_split, stream_split
 from omnidistill.data.token_cache import TokenCache, cached_examples
 from omnidistill.data.tokenize import TRUNCATION_SAMPLE, RecordEncoder, count_truncated
+from omnidistill.eval.predict import jitted_predict_fn
 from omnidistill.models.hf_io import set_params, unrolled_shapes
 from omnidistill.models.loader import LoadedModel, load_model
 from omnidistill.models.registry import get_family
-from omnidistill.models.regressor import make_predict_fn
 from omnidistill.models.scan import unstack_layers
 from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_array, param_shardings, replicated, under_mesh
 from omnidistill.runs.checkpoint import RunCheckpoints
@@ -280,7 +280,7 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
         state=state,
         start_step=start,
         step_fn=step_fn,
-        predict_fn=under_mesh(jax.jit(make_predict_fn(graphdef)), mesh),
+        predict_fn=jitted_predict_fn(graphdef, mesh),
         batches=batches,
         batch_keys=PACKED_BATCH_KEYS if cfg.data.pack_length > 0 else BATCH_KEYS,
         batch_sharding=b_sharding,
