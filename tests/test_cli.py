@@ -35,10 +35,12 @@ def test_refuses_to_overwrite_then_resumes(trained_run, capsys):
     run, args = trained_run
     assert main(args) == 2
     assert "--resume" in capsys.readouterr().err
-    longer = [a if not a.startswith("train.max_steps") else "train.max_steps=8" for a in args]
-    assert main([*longer, "--resume"]) == 0
+    shutil.rmtree(run / "checkpoints" / "6")  # as if the run had died after step 3's checkpoint
+    assert main([*args, "--resume"]) == 0  # the same configuration: the session's compiled step again
     steps = sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit())
-    assert steps[-1] == 8
+    assert steps == [3, 6]
+    logged = [json.loads(line)["step"] for line in (run / "train_log.jsonl").read_text().splitlines() if "loss" in line]
+    assert logged == sorted(set(logged)) and logged[-1] == 6  # steps 4-6 logged once, not twice
 
 
 def test_eval_writes_json_and_markdown(trained_run, capsys, tmp_path):

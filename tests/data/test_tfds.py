@@ -9,6 +9,7 @@ from omnidistill.cli import main
 from omnidistill.config import TfdsConfig
 from omnidistill.data.schema import DataError
 from omnidistill.data.sources import read_records
+from tests.shared_runs import TRAINED_TINY
 
 tfds = pytest.importorskip("tensorflow_datasets")
 
@@ -55,15 +56,13 @@ def test_train_and_eval_from_tfds(schema_dir, repo_root, tmp_path):
         "train",
         str(repo_root / "configs" / "tiny.yaml"),
         f"train.output_dir={run}",
-        "train.max_steps=3",
-        "train.eval_every_steps=3",
+        *TRAINED_TINY,  # the session's shared run's shapes and schedule: its compiled steps serve this run too
         "data.train=[]",
         "data.dev=[]",
         "data.test=[]",
         "data.tfds.name=omnidistill_schema",
         f"data.tfds.data_dir={schema_dir}",
         f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
-        "data.length_buckets=[192]",
     ]
     assert main(args) == 0
     assert (run / "best_metrics.json").exists()  # dev came from TFDS too

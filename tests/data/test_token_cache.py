@@ -23,6 +23,7 @@ from omnidistill.data.token_cache import TokenCache, cached_examples
 from omnidistill.data.tokenize import RecordEncoder, count_truncated
 from omnidistill.train.prepare import run_tokenizer
 from omnidistill.train.setup import training_records
+from tests.shared_runs import TRAINED_TINY
 
 
 @pytest.fixture(scope="module")
@@ -106,15 +107,9 @@ def test_an_interrupted_build_leaves_no_cache(tmp_path, encoder, records, monkey
 @pytest.mark.slow
 def test_prepare_then_train_reads_the_cache_and_trains_identically(tmp_path, repo_root, monkeypatch):
     monkeypatch.chdir(repo_root)
-    common = [
-        "train.max_steps=6",
-        "train.eval_every_steps=6",
-        "train.log_every_steps=1",
-        "mesh.data=2",
-        "mesh.fsdp=4",
-        "eval.length_step=192",
-        "data.length_buckets=[192]",  # several buckets from the cache: test_batches_from_the_cache_equal_batches_tokenized_on_the_fly
-    ]
+    # the session's shared run's shapes and schedule (one bucket; several buckets from the cache:
+    # test_batches_from_the_cache_equal_batches_tokenized_on_the_fly): its compiled steps serve both runs
+    common = [*TRAINED_TINY, "train.log_every_steps=1"]
     assert main(["prepare", "configs/tiny.yaml", f"data.token_cache={tmp_path / 'tc'}"]) == 0
     folders = sorted(p.name.split("-")[0] for p in (tmp_path / "tc").iterdir())
     assert folders == ["dev", "test", "train"]

@@ -42,6 +42,7 @@ def command(repo_root, run, *extra):
         f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
         "model.dropout=0.0",
         "eval.length_step=192",  # one compiled dev-evaluation shape
+        "data.length_buckets=[192]",  # and one compiled train step per process
         *extra,
     ]
 

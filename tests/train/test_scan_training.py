@@ -16,27 +16,7 @@ from omnidistill.config import load_config
 from omnidistill.models.scan import is_scanned, unstack_layers
 from omnidistill.runs.load import load_trained
 from omnidistill.train.setup import load_initial_model
-
-
-def train_args(repo_root, run, *extra):
-    return [
-        "train",
-        str(repo_root / "configs" / "tiny.yaml"),
-        f"train.output_dir={run}",
-        "train.max_steps=3",
-        "train.eval_every_steps=3",
-        "train.log_every_steps=1",
-        "mesh.data=4",
-        "mesh.fsdp=2",
-        "model.arch.num_hidden_layers=2",
-        "data.length_buckets=[192]",  # one compiled step shape per layout
-        "eval.length_step=192",
-        f"data.train=[{repo_root}/data/sample/train.jsonl]",
-        f"data.dev=[{repo_root}/data/sample/dev.jsonl]",
-        f"data.test=[{repo_root}/data/sample/test.jsonl]",
-        f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
-        *extra,
-    ]
+from tests.shared_runs import TRAINED_TINY, tiny_run_args
 
 
 def losses(run):
@@ -44,10 +24,12 @@ def losses(run):
 
 
 @pytest.mark.slow
-def test_scanned_training_matches_unrolled_and_converts_both_ways(tmp_path, repo_root, capsys):
-    scanned, unrolled = tmp_path / "scanned", tmp_path / "unrolled"
-    assert main(train_args(repo_root, scanned, "model.scan_layers=true")) == 0
-    assert main(train_args(repo_root, unrolled)) == 0
+def test_scanned_training_matches_unrolled_and_converts_both_ways(tmp_path, repo_root, capsys, trained_tiny):
+    """The unrolled run is the session's shared one (tests/shared_runs.py: fsdp 8, dropout on); the
+    scanned run repeats it with ``model.scan_layers=true``."""
+    scanned, unrolled = tmp_path / "scanned", trained_tiny
+    args = tiny_run_args(repo_root, scanned, *TRAINED_TINY)
+    assert main([*args, "model.scan_layers=true"]) == 0
 
     # the same training, step for step, in the other parameter layout
     assert len(losses(scanned)) == 3
@@ -64,7 +46,7 @@ def test_scanned_training_matches_unrolled_and_converts_both_ways(tmp_path, repo
     assert main(["export", str(scanned), str(tmp_path / "out"), "--verify", verify]) == 0
 
     # a resume that changes the layout is refused, naming the field
-    assert main([*train_args(repo_root, scanned, "model.scan_layers=false", "train.max_steps=5"), "--resume"]) == 2
+    assert main([*args, "model.scan_layers=false", "train.max_steps=8", "--resume"]) == 2
     assert "model.scan_layers" in capsys.readouterr().err
 
     # model.init_from a scanned run starts an unrolled model from every one of its parameters

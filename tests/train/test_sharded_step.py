@@ -42,10 +42,16 @@ def test_eight_devices_are_available():
     assert jax.device_count() == 8, "tests expect XLA_FLAGS=--xla_force_host_platform_device_count=8"
 
 
+@pytest.fixture(scope="module")
+def single_device_bert(repo_root):
+    """The reference every BERT mesh below is compared with: the same two steps on one device."""
+    return run_steps(repo_root, build_mesh(MeshConfig(data=1), devices=jax.devices()[:1]))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("axes", [dict(data=8), dict(data=2, fsdp=2, tensor=2), dict(data=1, fsdp=4, tensor=2)])
-def test_sharded_step_matches_single_device(repo_root, axes):
-    single = run_steps(repo_root, build_mesh(MeshConfig(data=1), devices=jax.devices()[:1]))
+def test_sharded_step_matches_single_device(repo_root, axes, single_device_bert):
+    single = single_device_bert
     mesh = build_mesh(MeshConfig(**{"data": 1, **axes}))
     sharded = run_steps(repo_root, mesh)
     assert_same(single, sharded)

@@ -14,6 +14,7 @@ from omnidistill.config import load_config
 from omnidistill.train.early_stopping import EarlyStopping
 from omnidistill.train.loop import train
 from omnidistill.train.sinks import JsonlSink, TensorBoardSink
+from tests.shared_runs import TRAINED_TINY
 
 
 def read_events(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -88,8 +89,8 @@ def test_wandb_offline_run(repo_root, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     cfg = load_config(
         repo_root / "configs" / "tiny.yaml",
-        [f"train.output_dir={tmp_path / 'run'}", "train.max_steps=2", "train.eval_every_steps=2", "train.log_every_steps=1",
-         "data.length_buckets=[192]", "eval.length_step=192", "logging.wandb=omnidistill-test",
+        # the session's shared run's shapes and schedule: its compiled steps serve this run too
+        [f"train.output_dir={tmp_path / 'run'}", *TRAINED_TINY, "logging.wandb=omnidistill-test",
          "logging.wandb_mode=offline", "logging.tensorboard=false"],
     )  # fmt: skip
     train(cfg)
