@@ -51,6 +51,13 @@ def assert_finite(tree: Any, what: str) -> None:
         raise CheckpointError(f"refusing to save {what} with non-finite values in {', '.join(bad[:5])}")
 
 
+def _barriers(name: str) -> ocp.options.MultiprocessingOptions:
+    """Each manager's own barrier names. The two managers of a run save the same step at once when a
+    best evaluation lands on a checkpoint step; on several processes their async-write barriers
+    (``_async_write_complete.<step>``) would then collide and the save fails on a timeout."""
+    return ocp.options.MultiprocessingOptions(barrier_sync_key_prefix=name)
+
+
 class RunCheckpoints:
     """The two checkpoint managers of a run."""
 
@@ -59,12 +66,14 @@ class RunCheckpoints:
         self.unreadable_dir = run_dir / "checkpoints_unreadable"
         self.latest = ocp.CheckpointManager(
             run_dir / "checkpoints",
-            options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True),
+            options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, multiprocessing_options=_barriers("latest")),
             item_handlers={"state": ocp.StandardCheckpointHandler(), "data": grain.checkpoint.CheckpointHandler()},
         )
         self.best = ocp.CheckpointManager(
             run_dir / "best",
-            options=ocp.CheckpointManagerOptions(max_to_keep=1, best_fn=lambda m: m["dev_mae"], best_mode="min", create=True),
+            options=ocp.CheckpointManagerOptions(
+                max_to_keep=1, best_fn=lambda m: m["dev_mae"], best_mode="min", create=True, multiprocessing_options=_barriers("best")
+            ),
             item_handlers={"params": ocp.StandardCheckpointHandler()},
         )
 
