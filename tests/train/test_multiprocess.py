@@ -35,7 +35,7 @@ def command(repo_root, run, *extra):
         f"train.output_dir={run}",
         f"train.max_steps={STEPS}",
         "train.eval_every_steps=6",
-        "checkpoint.every_steps=3",
+        "checkpoint.every_steps=3",  # step 6 is saved as best and as latest at once: their barriers must not collide
         "train.log_every_steps=1",
         f"data.train=[{repo_root}/data/sample/train.jsonl]",
         f"data.dev=[{repo_root}/data/sample/dev.jsonl]",
