@@ -58,10 +58,21 @@ def _barriers(name: str) -> ocp.options.MultiprocessingOptions:
     return ocp.options.MultiprocessingOptions(barrier_sync_key_prefix=name)
 
 
+def _whole_arrays_from_one_process() -> None:
+    """On one process, save each array whole from its first replica. Orbax's default on CPU and TPU
+    (replica-parallel saving) splits a replicated array so that every replica writes a part: across
+    hosts that spreads the writing, but in one process the same host writes every part, and each
+    array shape costs a small compiled slice per replica (144 compiles, 3.7 s, on the first save of
+    a tiny run on a data 2 x fsdp 2 x tensor 2 mesh). Several processes keep the default."""
+    if jax.process_count() == 1:
+        ocp.type_handlers.register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(use_replica_parallel=False), override=True)
+
+
 class RunCheckpoints:
     """The two checkpoint managers of a run."""
 
     def __init__(self, run_dir: str | Path, keep: int = 2):
+        _whole_arrays_from_one_process()
         run_dir = Path(run_dir).absolute()
         self.unreadable_dir = run_dir / "checkpoints_unreadable"
         self.latest = ocp.CheckpointManager(

@@ -19,7 +19,7 @@ import pytest
 
 from omnidistill.config import MeshConfig
 from omnidistill.parallel.mesh import build_mesh, param_shardings
-from omnidistill.runs.checkpoint import CheckpointError, RunCheckpoints, read_state_arrays
+from omnidistill.runs.checkpoint import CheckpointError, RunCheckpoints, assert_finite, read_state_arrays
 from omnidistill.train.state import TrainState
 
 STEPS = 10
@@ -164,3 +164,30 @@ def test_nan_parameters_are_never_saved(tmp_path):
     bad = small_state(build_mesh(MeshConfig(data=8)), float("nan"))
     with pytest.raises(CheckpointError, match="non-finite"):
         RunCheckpoints(tmp_path).save(1, bad, data_iter())
+
+
+def test_one_process_saves_replicated_arrays_without_compiling(tmp_path):
+    """One process holds every replica: a state replicated over 8 devices is written from its first
+    replica, with no compiled program per array and replica (orbax's replica-parallel slices)."""
+    from jax._src.dispatch import BACKEND_COMPILE_EVENT
+
+    mesh = build_mesh(MeshConfig(data=8))
+    params = {"w": jnp.full((24, 5), 2.0), "b": jnp.ones(5), "v": jnp.ones((16, 3))}  # shapes no other test saves
+    state = TrainState(jnp.int32(0), jax.device_put(params, param_shardings(params, mesh, [])), {}, jax.random.PRNGKey(0))
+    ckpts = RunCheckpoints(tmp_path)
+    assert_finite(state.params, "parameters")  # its one program compiled before counting
+    compiles = []
+
+    def listen(event: str, seconds: float, **_) -> None:
+        if event == BACKEND_COMPILE_EVENT:
+            compiles.append(seconds)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        ckpts.save(1, state, data_iter())
+        ckpts.wait()
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    ckpts.close()
+    assert compiles == []
+    assert float(read_state_arrays(tmp_path / "checkpoints", 1)["params"]["w"].sum()) == 2.0 * 24 * 5
