@@ -139,8 +139,9 @@ def test_bench_pipeline_compares_the_cache_with_tokenizing_on_the_fly(repo_root,
 
 
 def test_bench_compile_reports_both_layouts(repo_root):
+    args = ["--tiny", "--only", "mbert", "--batch", "4", "--seq", "32", "--dtype", "float32"]
     done = subprocess.run(
-        [sys.executable, str(repo_root / "tools" / "bench_compile.py"), "--tiny", "--only", "mbert", "--batch", "4", "--seq", "32"],
+        [sys.executable, str(repo_root / "tools" / "bench_compile.py"), *args],
         capture_output=True,
         text=True,
         timeout=300,

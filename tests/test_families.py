@@ -11,11 +11,13 @@ pytest.importorskip("torch")
 HAS_OMNISCORE = importlib.util.find_spec("omniscore") is not None
 
 
-DECODER_POOLING = {"qwen3": "last_token", "qwen2": "last_token", "gemma3": "mean"}  # only the omniscore format holds these
+DECODER_POOLING = {"qwen3": "last_token", "gemma3": "mean"}  # only the omniscore format holds these
 
 
+# XLM-R runs BERT's encoder and sharding rules, and Qwen2 Qwen3's: their own positions, weight tables and
+# exports are pinned by their parity, packing-loss, import/export and omniscore-format tests
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["bert", "modernbert", "deberta_v2", "xlm_roberta", "qwen3", "qwen2", "gemma3"])
+@pytest.mark.parametrize("family", ["bert", "modernbert", "deberta_v2", "qwen3", "gemma3"])
 def test_tiny_default_switched_to_family_trains_and_exports(tmp_path, repo_root, family):
     decoder = family in DECODER_POOLING
     if decoder and not HAS_OMNISCORE:

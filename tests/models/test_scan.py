@@ -24,14 +24,10 @@ ARCH = dict(vocab_size=50, hidden_size=16, num_hidden_layers=4, num_attention_he
 # Layer structures that are not uniform: ModernBERT's first layer (no attention norm) and its
 # global/local pattern, Gemma 3's sliding/full pattern.
 SCAN_EXTRA = {
-    "modernbert": dict(num_hidden_layers=7, global_attn_every_n_layers=3, local_attention=4),
-    "gemma3": dict(
-        num_hidden_layers=7,
-        sliding_window=4,
-        layer_types=[*["full_attention", "sliding_attention"] * 3, "sliding_attention"],
-    ),
+    "modernbert": dict(num_hidden_layers=5, global_attn_every_n_layers=2, local_attention=4),
+    "gemma3": dict(num_hidden_layers=5, sliding_window=4, layer_types=[*["full_attention", "sliding_attention"] * 2, "sliding_attention"]),
 }
-EXPECTED_PLANS = {"modernbert": ScanPlan(7, 1, 3, 2), "gemma3": ScanPlan(7, 0, 2, 3)}
+EXPECTED_PLANS = {"modernbert": ScanPlan(5, 1, 2, 2), "gemma3": ScanPlan(5, 0, 2, 2)}  # gemma3: one unrolled layer after the scan
 
 
 def hf_config(family: str) -> dict:
@@ -149,7 +145,7 @@ def test_partial_trees_must_set_a_stack_whole():
 @pytest.mark.parametrize(
     ("prefix", "family", "config"),
     [
-        ("ModernBert", "modernbert", dict(num_hidden_layers=7, global_attn_every_n_layers=3, local_attention=8)),
+        ("ModernBert", "modernbert", dict(num_hidden_layers=5, global_attn_every_n_layers=2, local_attention=8)),
         ("Gemma3Text", "gemma3", dict(num_hidden_layers=5, sliding_window=6, use_bidirectional_attention=True)),
     ],
 )
