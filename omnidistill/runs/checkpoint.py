@@ -64,8 +64,11 @@ def _whole_arrays_from_one_process() -> None:
     hosts that spreads the writing, but in one process the same host writes every part, and each
     array shape costs a small compiled slice per replica (144 compiles, 3.7 s, on the first save of
     a tiny run on a data 2 x fsdp 2 x tensor 2 mesh). Several processes keep the default."""
-    if jax.process_count() == 1:
-        ocp.type_handlers.register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(use_replica_parallel=False), override=True)
+    if jax.process_count() == 1 and ocp.type_handlers.get_type_handler(jax.Array) is not _WHOLE_ARRAYS:
+        ocp.type_handlers.register_type_handler(jax.Array, _WHOLE_ARRAYS, override=True)  # once per process
+
+
+_WHOLE_ARRAYS = ocp.type_handlers.ArrayHandler(use_replica_parallel=False)
 
 
 class RunCheckpoints:
