@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import logging
+from collections.abc import Iterator
 
 import jax
 import jax.numpy as jnp
@@ -139,16 +142,33 @@ ATTENTION_KERNELS = ("auto", "xla", "cudnn", "blocked", "splash")
 
 
 BLOCKED_FROM = 256
-"""``auto`` on CPU takes the blocked kernel from this many tokens on: below, XLA's [B, N, S, S] arrays
-are small and its kernel is as fast for scoring and faster for training (the blocked kernel's loop
-made the tiny default's training 2.7x slower at 192 tokens)."""
+"""``auto`` on CPU takes the blocked kernel from this many tokens on in code that is differentiated
+(training): below, its loop costs more in the backward pass than XLA's small [B, N, S, S] arrays (the
+tiny default's training was 2.7x slower at 192 tokens). A forward pass under :func:`predicting` takes
+it at every length."""
+
+_PREDICTING = contextvars.ContextVar("omnidistill_predicting", default=False)
+
+
+@contextlib.contextmanager
+def predicting() -> Iterator[None]:
+    """Attention traced inside is a forward pass only (scoring, evaluation): ``auto`` on CPU then takes
+    the blocked kernel at every length. Without a backward pass it is as fast as XLA's kernel on
+    short rows and faster from about 96 tokens on (MiniLM's forward, B32 on 2 cores: 1.63 s against
+    1.98 s at 224 tokens, 0.63 s against 0.71 s at 96; docs/benchmarks.md). Enter it inside the traced
+    function, so that one jitted function always traces the same way."""
+    token = _PREDICTING.set(True)
+    try:
+        yield
+    finally:
+        _PREDICTING.reset(token)
 
 
 def resolve_attention(implementation: str, dtype, seq: int = BLOCKED_FROM) -> str | None:
     """The kernel ``model.attention`` runs here for ``seq`` tokens: ``"cudnn"``, ``"blocked"``
     (:func:`blocked_attention`), ``"splash"`` (:mod:`omnidistill.models.splash`) or None (XLA's
     ``dot_product_attention``). ``auto`` is splash on a TPU, cuDNN on an NVIDIA GPU in bf16/fp16, the
-    blocked kernel on CPU from :data:`BLOCKED_FROM` tokens, XLA otherwise."""
+    blocked kernel on CPU (from :data:`BLOCKED_FROM` tokens unless :func:`predicting`), XLA otherwise."""
     if implementation not in ATTENTION_KERNELS:
         raise ValueError(f"model.attention={implementation!r} is not one of {', '.join(ATTENTION_KERNELS)}")
     if implementation == "xla":
@@ -157,7 +177,8 @@ def resolve_attention(implementation: str, dtype, seq: int = BLOCKED_FROM) -> st
         if jax.default_backend() != "tpu":
             _warn_once(f"model.attention=splash runs in Pallas interpret mode off a TPU (backend {jax.default_backend()}): exact, slow")
         return "splash"
-    if implementation == "blocked" or (implementation == "auto" and jax.default_backend() == "cpu" and seq >= BLOCKED_FROM):
+    blocked_from = 0 if _PREDICTING.get() else BLOCKED_FROM
+    if implementation == "blocked" or (implementation == "auto" and jax.default_backend() == "cpu" and seq >= blocked_from):
         return "blocked"
     usable = jax.default_backend() == "gpu" and dtype in _CUDNN_DTYPES
     if implementation == "cudnn" and not usable:

@@ -11,7 +11,7 @@ from flax import nnx
 
 from omnidistill.config import ModelConfig
 from omnidistill.models.heads import HEADS, POOLINGS, lookup
-from omnidistill.models.layers import sub_rng
+from omnidistill.models.layers import predicting, sub_rng
 from omnidistill.models.registry import Family, get_family
 
 
@@ -90,7 +90,8 @@ def build_regressor(model_cfg: ModelConfig, hf_config: dict[str, Any], *, dtype=
 def make_predict_fn(
     graphdef: nnx.GraphDef, *, levels: bool = False, num_segments: int = 1
 ) -> Callable[[Any, dict[str, jax.Array]], jax.Array]:
-    """(params, batch) -> scores [B, 4], deterministic (no dropout). ``levels``: [B, 4, 6], the score
+    """(params, batch) -> scores [B, 4], deterministic (no dropout; attention traced under
+    :func:`~omnidistill.models.layers.predicting`). ``levels``: [B, 4, 6], the score
     followed by the probabilities of levels 1..5 (heads with a level distribution only). A batch with
     ``segment_ids`` holds packed rows: the outputs are per slot, [B * num_segments, ...]."""
 
@@ -98,7 +99,8 @@ def make_predict_fn(
         model = nnx.merge(graphdef, params)
         segment_ids = batch.get("segment_ids")
         slots = num_segments if segment_ids is not None else 1
-        outputs = model(batch["input_ids"], batch["attention_mask"], segment_ids=segment_ids, num_segments=slots)
+        with predicting():
+            outputs = model(batch["input_ids"], batch["attention_mask"], segment_ids=segment_ids, num_segments=slots)
         if not levels:
             return model.scores(outputs)
         return jnp.concatenate([model.scores(outputs)[..., None], model.level_probs(outputs)], axis=-1)

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 
 from omnidistill.config import ModelConfig
 from omnidistill.models.layers import (
@@ -17,10 +18,11 @@ from omnidistill.models.layers import (
     blocked_attention,
     cudnn_inputs,
     padding_mask,
+    predicting,
     resolve_attention,
     segment_mask,
 )
-from omnidistill.models.regressor import build_regressor
+from omnidistill.models.regressor import build_regressor, make_predict_fn
 
 
 def qkv(seed=0, b=2, s=12, n=2, d=8):
@@ -96,6 +98,26 @@ def test_attention_choice_on_this_backend(caplog):
     assert "model.attention=cudnn needs an NVIDIA GPU" in caplog.text
     with pytest.raises(ValueError, match=r"model\.attention='flash'"):
         resolve_attention("flash", jnp.float32)
+    with predicting():  # a forward pass only: blocked at every length, unless xla is asked for
+        assert resolve_attention("auto", jnp.float32, 8) == "blocked"
+        assert resolve_attention("xla", jnp.float32, 8) is None
+    assert resolve_attention("auto", jnp.float32, 8) is None
+
+
+def test_scoring_runs_the_blocked_kernel_on_short_rows_and_training_does_not():
+    """The predict function (Scorer, eval, export checks) traces the model under ``predicting``: on CPU
+    its attention is the blocked kernel's loop even on six tokens, with the same scores; the model as
+    training calls it keeps XLA's kernel there."""
+    arch = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, model_type="bert")
+    model = build_regressor(ModelConfig(family="bert", dropout=0.0), arch, seed=1)
+    ids = jnp.array([[2, 5, 6, 7, 8, 3], [2, 9, 3, 0, 0, 0]])
+    batch = {"input_ids": ids, "attention_mask": (ids > 0).astype(jnp.int32)}
+    graphdef, params = nnx.split(model)
+    predict = make_predict_fn(graphdef)
+    loops = lambda jaxpr: sum(eqn.primitive.name == "scan" for eqn in jaxpr.jaxpr.eqns)
+    assert loops(jax.make_jaxpr(predict)(params, batch)) == 2  # one lax.map per layer
+    assert loops(jax.make_jaxpr(lambda i, m: model(i, m))(ids, batch["attention_mask"])) == 0
+    np.testing.assert_allclose(np.asarray(predict(params, batch)), np.asarray(model.scores(model(ids, batch["attention_mask"]))), atol=1e-6)
 
 
 def test_a_cudnn_configured_model_scores_on_cpu_like_xla():
