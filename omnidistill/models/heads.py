@@ -85,6 +85,8 @@ class Pooling(nnx.Module):
 
     uses_family_pooler = False
     needs_all_layers = False
+    reads_first_token_only = False
+    """Whether it reads the last hidden state of each row's first position and nothing else."""
 
     def __init__(self, num_states: int, *, rngs: nnx.Rngs):
         del num_states, rngs
@@ -92,12 +94,15 @@ class Pooling(nnx.Module):
 
 class ClsPooling(Pooling):
     uses_family_pooler = True
+    reads_first_token_only = True
 
     def __call__(self, states: list[jax.Array], attention_mask: jax.Array, segment_ids=None, num_segments: int = 1) -> jax.Array:
         return first_token(states[-1], segment_ids, num_segments)
 
 
 class ClsRawPooling(Pooling):
+    reads_first_token_only = True
+
     def __call__(self, states: list[jax.Array], attention_mask: jax.Array, segment_ids=None, num_segments: int = 1) -> jax.Array:
         return first_token(states[-1], segment_ids, num_segments)
 

@@ -7,7 +7,7 @@ import contextvars
 import dataclasses
 import functools
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -164,6 +164,23 @@ def predicting() -> Iterator[None]:
         _PREDICTING.reset(token)
 
 
+def is_predicting() -> bool:
+    """Whether the code being traced runs under :func:`predicting` (a forward pass only)."""
+    return _PREDICTING.get()
+
+
+def last_rows_call(rows: int | None, call: Callable[..., jax.Array]) -> Callable[..., jax.Array] | None:
+    """The ``last_call`` of :func:`~omnidistill.models.scan.run_layers` for an encoder asked for only
+    the first ``rows`` positions of its last hidden state (``first_rows``; None: all of them, no
+    special call). ``call(layer, h, index, rows)`` runs the last layer with every position as keys
+    and values but only the first ``rows`` as queries, residual and MLP: what first-token pooling
+    reads, exactly, for one layer's work on ``rows`` tokens instead of S (MiniLM-L6: about 1/7 of the
+    forward pass)."""
+    if rows is None:
+        return None
+    return lambda layer, h, index: call(layer, h, index, rows)
+
+
 def resolve_attention(implementation: str, dtype, seq: int = BLOCKED_FROM) -> str | None:
     """The kernel ``model.attention`` runs here for ``seq`` tokens: ``"cudnn"``, ``"blocked"``
     (:func:`blocked_attention`), ``"splash"`` (:mod:`omnidistill.models.splash`) or None (XLA's
@@ -200,17 +217,22 @@ def blocked_attention(
     PyTorch's fused CPU attention at 512 tokens. Each (row, head) block is a mapped input, not an
     index into a closed-over array, so the backward pass stacks gradients instead of scattering them.
     Same inputs and result as ``dot_product_attention``: [B, S, N, D] q, [B, S, K, D] k and v (N a
-    multiple of K), a boolean [B, 1, 1 or S, S] mask, an optional [B, N, S, S] bias."""
-    b, s, n, d = q.shape
+    multiple of K), a boolean [B, 1, 1 or S, S] mask, an optional [B, N, S, S] bias. Fewer queries
+    than keys (the first rows of an encoder's ``first_rows``) take a [B, 1, 1 or rows, S] mask and no
+    window (fold it into the mask)."""
+    b, sq, n, d = q.shape
+    s = k.shape[1]
     if mask.ndim != 4 or mask.shape[1] != 1:
         raise ValueError(f"the blocked attention kernel takes a [B, 1, 1 or S, S] mask, not {mask.shape}")
+    if sq != s and (mask.shape[2] not in (1, sq) or window is not None):
+        raise ValueError(f"the blocked attention kernel takes {sq} queries for {s} keys with a [B, 1, 1 or {sq}, {s}] mask, no window")
     scale = d**-0.5 if scale is None else scale
     group = n // k.shape[2]
     heads = lambda x: jnp.moveaxis(x, 2, 1)  # [B, S, N, D] -> [B, N, S, D]
     q, k, v = heads(q), jnp.repeat(heads(k), group, axis=1), jnp.repeat(heads(v), group, axis=1)
     rows = jnp.arange(s)
     band = None if window is None else jnp.abs(rows[:, None] - rows[None, :]) <= window
-    per_call = max(1, BLOCK_SCORES // (s * s))  # heads computed together
+    per_call = max(1, BLOCK_SCORES // (sq * s))  # heads computed together
 
     def one_head(keep: jax.Array, xs: tuple) -> jax.Array:
         qh, kh, vh, bh = xs
@@ -224,7 +246,7 @@ def blocked_attention(
 
     def one_row(xs: tuple) -> jax.Array:
         qb, kb, vb, mb, bb = xs
-        keep = jnp.broadcast_to(mb[0], (s, s)) if band is None else mb[0] & band
+        keep = jnp.broadcast_to(mb[0], (sq, s)) if band is None else mb[0] & band
         return jax.lax.map(functools.partial(one_head, keep), (qb, kb, vb, bb), batch_size=min(n, per_call))
 
     out = jax.lax.map(one_row, (q, k, v, jnp.asarray(mask), bias), batch_size=max(1, min(b, per_call // n)))  # [B, N, S, D]
@@ -314,6 +336,8 @@ def attention(
     """
     kernel = implementation if isinstance(implementation, AttentionKernel) else AttentionKernel(implementation)
     impl = resolve_attention(kernel.implementation, q.dtype, q.shape[1])
+    if impl == "splash" and q.shape[1] != k.shape[1]:
+        impl = None  # the first rows' queries only (an encoder's ``first_rows``): a [B, N, rows, S] product in XLA
     if impl == "splash" and bias is not None:
         if kernel.implementation == "splash":
             raise ValueError("model.attention=splash takes no additive bias (DeBERTa's relative positions): use auto or xla")

@@ -11,7 +11,7 @@ from flax import nnx
 
 from omnidistill.config import ModelConfig
 from omnidistill.models.heads import HEADS, POOLINGS, lookup
-from omnidistill.models.layers import predicting, sub_rng
+from omnidistill.models.layers import is_predicting, predicting, sub_rng
 from omnidistill.models.registry import Family, get_family
 
 
@@ -54,13 +54,26 @@ class Regressor(nnx.Module):
         the outputs are per segment slot, [B * num_segments, ...] (empty slots give unused outputs).
         """
         all_layers = self.pooling.needs_all_layers
+        extra = {"first_rows": 1} if self.first_row_only(segment_ids) else {}
         states = self.encoder(
-            input_ids, attention_mask, token_type_ids, segment_ids=segment_ids, rng=sub_rng(rng, 1), return_all_layers=all_layers
+            input_ids, attention_mask, token_type_ids, segment_ids=segment_ids, rng=sub_rng(rng, 1), return_all_layers=all_layers, **extra
         )
         pooled = self.pooling(states if all_layers else [states], attention_mask, segment_ids, num_segments)
         if self.pooler is not None:
             pooled = self.pooler(pooled, rng=sub_rng(rng, 2))
         return self.head(pooled, rng=sub_rng(rng, 3))
+
+    def first_row_only(self, segment_ids: jax.Array | None) -> bool:
+        """Whether the encoder's last layer computes the first position of each row only: in a forward
+        pass under :func:`~omnidistill.models.layers.predicting` (no gradients, so training's numbers
+        never move), with first-token pooling on padded rows, for an encoder that can
+        (:func:`~omnidistill.models.layers.last_rows_call`; decoders pool other positions)."""
+        return (
+            is_predicting()
+            and segment_ids is None
+            and self.pooling.reads_first_token_only
+            and getattr(self.encoder, "takes_first_rows", False)
+        )
 
     def scores(self, outputs: jax.Array) -> jax.Array:
         """Map head outputs to [B, 4] scores on the 1-5 scale."""

@@ -85,10 +85,14 @@ class ScannedLayers(nnx.Module):
         self.blocks = nnx.List([_stack([layers[plan.layer_number(j, r)] for r in range(plan.repeats)]) for j in range(plan.period)])
         self.tail = nnx.List(list(layers[plan.suffix_start :]))
 
-    def __call__(self, x: jax.Array, call: LayerCall, *, collect: bool = False) -> tuple[jax.Array, list[jax.Array]]:
-        """Run every layer in order; returns the output and (with ``collect``) each layer's output."""
+    def __call__(
+        self, x: jax.Array, call: LayerCall, *, collect: bool = False, last_call: LayerCall | None = None
+    ) -> tuple[jax.Array, list[jax.Array]]:
+        """Run every layer in order; returns the output and (with ``collect``) each layer's output.
+        ``last_call`` runs the last layer when it is unrolled (in the tail, or in the head of a plan
+        without repeats)."""
         plan = self.plan
-        x, states = _run_unrolled(self.head, x, call, first=0)
+        x, states = _run_unrolled(self.head, x, call, first=0, last_call=None if plan.repeats or len(self.tail) else last_call)
         if plan.repeats:
             split = [nnx.split(block) for block in self.blocks]
             graphdefs = [graphdef for graphdef, _ in split]
@@ -104,15 +108,18 @@ class ScannedLayers(nnx.Module):
             x, ys = jax.lax.scan(body, x, ([state for _, state in split], jnp.arange(plan.repeats, dtype=jnp.int32)))
             if collect:
                 states.extend(list(ys.reshape(-1, *x.shape)))
-        x, tail_states = _run_unrolled(self.tail, x, call, first=plan.suffix_start)
+        x, tail_states = _run_unrolled(self.tail, x, call, first=plan.suffix_start, last_call=last_call)
         return x, states + tail_states
 
 
-def _run_unrolled(layers: Sequence[nnx.Module], x: jax.Array, call: LayerCall, *, first: int) -> tuple[jax.Array, list[jax.Array]]:
-    """Layers one after another, numbered from ``first``; the output and each layer's output."""
+def _run_unrolled(
+    layers: Sequence[nnx.Module], x: jax.Array, call: LayerCall, *, first: int, last_call: LayerCall | None = None
+) -> tuple[jax.Array, list[jax.Array]]:
+    """Layers one after another, numbered from ``first`` (the last through ``last_call`` when given);
+    the output and each layer's output."""
     states = []
     for i, layer in enumerate(layers):
-        x = call(layer, x, first + i)
+        x = (last_call if last_call is not None and i == len(layers) - 1 else call)(layer, x, first + i)
         states.append(x)
     return x, states
 
@@ -123,12 +130,16 @@ def layer_stack(layers: Sequence[nnx.Module], *, scan: bool) -> nnx.List | Scann
 
 
 def run_layers(
-    layers: nnx.List | ScannedLayers, x: jax.Array, call: LayerCall, *, collect: bool = False
+    layers: nnx.List | ScannedLayers, x: jax.Array, call: LayerCall, *, collect: bool = False, last_call: LayerCall | None = None
 ) -> tuple[jax.Array, list[jax.Array]]:
-    """Run an encoder's layers (either layout); returns the output and, with ``collect``, every layer's output."""
+    """Run an encoder's layers (either layout); returns the output and, with ``collect``, every layer's output.
+
+    ``last_call`` runs the last layer instead of ``call`` where that layer is unrolled (always in the
+    unrolled layout; in the scanned one when it is in the unrolled tail); inside a scan every repeat
+    runs ``call``, so a caller reads from the output only what both calls give."""
     if isinstance(layers, ScannedLayers):
-        return layers(x, call, collect=collect)
-    return _run_unrolled(layers, x, call, first=0)
+        return layers(x, call, collect=collect, last_call=last_call)
+    return _run_unrolled(layers, x, call, first=0, last_call=last_call)
 
 
 # --- parameter trees: unrolled <-> scanned ------------------------------------------------------

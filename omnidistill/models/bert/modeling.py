@@ -19,6 +19,7 @@ from omnidistill.models.layers import (
     call_layer,
     dropout,
     encoder_mask,
+    last_rows_call,
     sub_rng,
     token_positions,
 )
@@ -68,15 +69,14 @@ class BertSelfAttention(nnx.Module):
         self.output_norm = _norm(h, cfg.layer_norm_eps, rngs)
         self.attention_impl = attention_impl
 
-    def __call__(self, x: jax.Array, mask: jax.Array, rng: jax.Array | None) -> jax.Array:
-        b, s, _ = x.shape
-        split = (b, s, self.cfg.num_attention_heads, self.cfg.head_dim)
-        q = self.query(x).reshape(split)
-        k = self.key(x).reshape(split)
-        v = self.value(x).reshape(split)
-        ctx = attention(q, k, v, mask, self.attention_impl).reshape(b, s, -1)
+    def __call__(self, x: jax.Array, mask: jax.Array, rng: jax.Array | None, rows: int | None = None) -> jax.Array:
+        """[B, S, H] -> [B, S, H], or [B, rows, H]: the first ``rows`` positions only (all keys)."""
+        heads = lambda y: y.reshape(*y.shape[:2], self.cfg.num_attention_heads, self.cfg.head_dim)
+        queries = x if rows is None else x[:, :rows]
+        q, k, v = heads(self.query(queries)), heads(self.key(x)), heads(self.value(x))
+        ctx = attention(q, k, v, mask, self.attention_impl).reshape(queries.shape)
         out = dropout(self.output(ctx), self.cfg.hidden_dropout_prob, rng)
-        return self.output_norm(out.astype(jnp.float32) + x.astype(jnp.float32)).astype(x.dtype)
+        return self.output_norm(out.astype(jnp.float32) + queries.astype(jnp.float32)).astype(x.dtype)
 
 
 class BertLayer(nnx.Module):
@@ -88,8 +88,8 @@ class BertLayer(nnx.Module):
         self.output_norm = _norm(cfg.hidden_size, cfg.layer_norm_eps, rngs)
         self.act = activation(cfg.hidden_act)
 
-    def __call__(self, x: jax.Array, mask: jax.Array, rng: jax.Array | None) -> jax.Array:
-        x = self.attention(x, mask, sub_rng(rng, 0))
+    def __call__(self, x: jax.Array, mask: jax.Array, rng: jax.Array | None, rows: int | None = None) -> jax.Array:
+        x = self.attention(x, mask, sub_rng(rng, 0), rows)
         y = self.output(self.act(self.intermediate(x)))
         y = dropout(y, self.cfg.hidden_dropout_prob, sub_rng(rng, 1))
         return self.output_norm(y.astype(jnp.float32) + x.astype(jnp.float32)).astype(x.dtype)
@@ -97,6 +97,9 @@ class BertLayer(nnx.Module):
 
 class BertEncoder(nnx.Module):
     """BERT without the pooler: token ids -> hidden states of every layer."""
+
+    takes_first_rows = True
+    """``first_rows`` is honoured (:func:`~omnidistill.models.layers.last_rows_call`)."""
 
     def __init__(
         self, cfg: BertConfig, *, dtype=jnp.float32, attention_impl: str = "xla", remat: str = "none", scan: bool = False, rngs: nnx.Rngs
@@ -116,11 +119,13 @@ class BertEncoder(nnx.Module):
         segment_ids: jax.Array | None = None,
         rng: jax.Array | None = None,
         return_all_layers: bool = False,
+        first_rows: int | None = None,
     ) -> jax.Array | list[jax.Array]:
         """Last hidden state [B, S, H], or the embeddings plus every layer's output.
 
         ``segment_ids`` marks packed rows (several examples per row, 1, 2, ... and 0 for padding):
-        attention stays within a segment and positions restart at each segment.
+        attention stays within a segment and positions restart at each segment. ``first_rows``: the
+        last hidden state of the first positions only, [B, first_rows, H] (see :func:`last_rows_call`).
         """
         if token_type_ids is None:
             token_type_ids = jnp.zeros_like(input_ids)
@@ -129,9 +134,13 @@ class BertEncoder(nnx.Module):
         x = self.embeddings(input_ids, token_type_ids, positions, sub_rng(rng, 10_000))
         embedded = x
         x, states = run_layers(
-            self.layers, x, lambda layer, h, i: call_layer(layer, self.remat, h, mask, sub_rng(rng, i)), collect=return_all_layers
+            self.layers,
+            x,
+            lambda layer, h, i: call_layer(layer, self.remat, h, mask, sub_rng(rng, i)),
+            collect=return_all_layers,
+            last_call=last_rows_call(first_rows, lambda layer, h, i, rows: layer(h, mask, sub_rng(rng, i), rows)),
         )
-        return [embedded, *states] if return_all_layers else x
+        return [embedded, *states] if return_all_layers else x[:, :first_rows]
 
     def positions(self, input_ids: jax.Array, segment_ids: jax.Array | None) -> jax.Array:
         """Position ids: 0, 1, ... (restarting at each segment of a packed row)."""

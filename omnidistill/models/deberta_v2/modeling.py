@@ -26,6 +26,7 @@ from omnidistill.models.layers import (
     call_layer,
     dropout,
     encoder_mask,
+    last_rows_call,
     sub_rng,
     token_positions,
 )
@@ -139,25 +140,28 @@ class DisentangledAttention(nnx.Module):
             bias = bias + jnp.swapaxes(skew(jnp.einsum("bknd,rnd->bnkr", k, pq[columns])), -1, -2)
         return bias
 
-    def __call__(self, x, mask, rel_emb, columns, rng):
-        b, s, _ = x.shape
+    def __call__(self, x, mask, rel_emb, columns, rng, rows: int | None = None):
+        """[B, S, H] -> [B, S, H], or [B, rows, H]: the first ``rows`` positions only (all keys; the
+        relative-position scores of those rows, computed as for every row)."""
+        queries = x if rows is None else x[:, :rows]
         q, k, v = self._heads(self.query_proj(x)), self._heads(self.key_proj(x)), self._heads(self.value_proj(x))
         scale = 1.0 / math.sqrt(self.cfg.head_dim * self.scale_factor)
         kernel = self.attention_impl
         if not (self.cfg.relative_attention and self.cfg.pos_att_type):
-            ctx = attention(q, k, v, mask, kernel, scale=scale)
+            ctx = attention(q[:, : queries.shape[1]], k, v, mask, kernel, scale=scale)
         else:
 
             def biased_attention(q, k, v, pk, pq):
-                bias = (self.position_bias(q, k, pk, pq, columns) * scale).astype(q.dtype)
-                return attention(q, k, v, mask, dataclasses.replace(kernel, recompute_scores=False), bias=bias, scale=scale)
+                bias = (self.position_bias(q, k, pk, pq, columns) * scale).astype(q.dtype)[:, :, : queries.shape[1]]
+                kept = dataclasses.replace(kernel, recompute_scores=False)
+                return attention(q[:, : queries.shape[1]], k, v, mask, kept, bias=bias, scale=scale)
 
             if kernel.recompute_scores:  # the [B, N, S, S] position scores are recomputed too
                 biased_attention = jax.checkpoint(biased_attention)
             ctx = biased_attention(q, k, v, *self.position_keys(rel_emb))
-        ctx = ctx.reshape(b, s, -1)
+        ctx = ctx.reshape(queries.shape)
         out = dropout(self.output(ctx), self.cfg.hidden_dropout_prob, rng)
-        return self.output_norm(out.astype(jnp.float32) + x.astype(jnp.float32)).astype(x.dtype)
+        return self.output_norm(out.astype(jnp.float32) + queries.astype(jnp.float32)).astype(x.dtype)
 
 
 class DebertaLayer(nnx.Module):
@@ -169,14 +173,17 @@ class DebertaLayer(nnx.Module):
         self.output_norm = _norm(cfg, rngs)
         self.act = activation(cfg.hidden_act)
 
-    def __call__(self, x, mask, rel_emb, columns, rng):
-        x = self.attention(x, mask, rel_emb, columns, sub_rng(rng, 0))
+    def __call__(self, x, mask, rel_emb, columns, rng, rows: int | None = None):
+        x = self.attention(x, mask, rel_emb, columns, sub_rng(rng, 0), rows)
         y = dropout(self.output(self.act(self.intermediate(x))), self.cfg.hidden_dropout_prob, sub_rng(rng, 1))
         return self.output_norm(y.astype(jnp.float32) + x.astype(jnp.float32)).astype(x.dtype)
 
 
 class DebertaV2Encoder(nnx.Module):
     """DeBERTa-v2/v3 backbone: token ids -> hidden states of every layer."""
+
+    takes_first_rows = True
+    """``first_rows`` is honoured (:func:`~omnidistill.models.layers.last_rows_call`)."""
 
     def __init__(
         self,
@@ -200,8 +207,11 @@ class DebertaV2Encoder(nnx.Module):
         self.rel_norm = _norm(cfg, rngs) if rel and cfg.norm_rel_ebd == "layer_norm" else None
         self.dtype = dtype
 
-    def __call__(self, input_ids, attention_mask, token_type_ids=None, *, segment_ids=None, rng=None, return_all_layers=False):
-        """Last hidden state [B, S, H] (or every layer's). With ``segment_ids`` (packed rows), attention
+    def __call__(
+        self, input_ids, attention_mask, token_type_ids=None, *, segment_ids=None, rng=None, return_all_layers=False, first_rows=None
+    ):
+        """Last hidden state [B, S, H] (or every layer's; ``first_rows``: [B, first_rows, H], see
+        :func:`~omnidistill.models.layers.last_rows_call`). With ``segment_ids`` (packed rows), attention
         stays within a segment; relative positions need no change, since i - j is the same within a
         segment wherever it starts."""
         if token_type_ids is None:
@@ -224,8 +234,9 @@ class DebertaV2Encoder(nnx.Module):
             x,
             lambda layer, h, i: call_layer(layer, self.remat, h, mask, rel_emb, columns, sub_rng(rng, i)),
             collect=return_all_layers,
+            last_call=last_rows_call(first_rows, lambda layer, h, i, rows: layer(h, mask, rel_emb, columns, sub_rng(rng, i), rows)),
         )
-        return [embedded, *states] if return_all_layers else x
+        return [embedded, *states] if return_all_layers else x[:, :first_rows]
 
 
 class DebertaV2Pooler(nnx.Module):

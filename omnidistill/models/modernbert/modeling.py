@@ -13,12 +13,15 @@ from flax import nnx
 
 from omnidistill.models.layers import (
     AttentionKernel,
+    AttentionMask,
     activation,
     attention,
     attention_kernel,
+    band_mask,
     call_layer,
     dropout,
     encoder_mask,
+    last_rows_call,
     sub_rng,
     token_positions,
 )
@@ -63,13 +66,21 @@ class ModernBertAttention(nnx.Module):
         self.Wo = _dense(cfg.hidden_size, cfg.hidden_size, cfg.attention_bias, dtype, rngs)
         self.attention_impl = attention_impl
 
-    def __call__(self, x: jax.Array, mask: jax.Array, positions: jax.Array, rng: jax.Array | None) -> jax.Array:
+    def __call__(
+        self, x: jax.Array, mask: AttentionMask, positions: jax.Array, rng: jax.Array | None, rows: int | None = None
+    ) -> jax.Array:
+        """[B, S, H] -> [B, S, H], or [B, rows, H]: the first ``rows`` positions only (all keys; a local
+        window then becomes part of the mask)."""
         b, s, _ = x.shape
         qkv = self.Wqkv(x).reshape(b, s, 3, self.cfg.num_attention_heads, self.cfg.head_dim)
         cos, sin = rope_tables(positions, self.cfg.head_dim, self.theta)
         q, k, v = apply_rope(qkv[:, :, 0], cos, sin), apply_rope(qkv[:, :, 1], cos, sin), qkv[:, :, 2]
         window = self.cfg.local_attention // 2 if self.local else None
-        ctx = attention(q, k, v, mask, self.attention_impl, window=window).reshape(b, s, -1)
+        if rows is not None:
+            q = q[:, :rows]
+            if window is not None:
+                mask, window = band_mask(mask.dense(), s, window)[:, :, :rows], None
+        ctx = attention(q, k, v, mask, self.attention_impl, window=window).reshape(b, q.shape[1], -1)
         return dropout(self.Wo(ctx), self.cfg.attention_dropout, rng)
 
 
@@ -94,15 +105,22 @@ class ModernBertLayer(nnx.Module):
         self.mlp = ModernBertMLP(cfg, dtype, rngs)
         self.dtype = dtype
 
-    def __call__(self, x: jax.Array, mask: jax.Array, positions: jax.Array, rng: jax.Array | None) -> jax.Array:
+    def __call__(
+        self, x: jax.Array, mask: AttentionMask, positions: jax.Array, rng: jax.Array | None, rows: int | None = None
+    ) -> jax.Array:
         h = self.attn_norm(x).astype(self.dtype) if self.attn_norm is not None else x
-        x = (x.astype(jnp.float32) + self.attn(h, mask, positions, sub_rng(rng, 0)).astype(jnp.float32)).astype(self.dtype)
+        attended = self.attn(h, mask, positions, sub_rng(rng, 0), rows)
+        x = x if rows is None else x[:, :rows]
+        x = (x.astype(jnp.float32) + attended.astype(jnp.float32)).astype(self.dtype)
         y = self.mlp(self.mlp_norm(x).astype(self.dtype), sub_rng(rng, 1))
         return (x.astype(jnp.float32) + y.astype(jnp.float32)).astype(self.dtype)
 
 
 class ModernBertEncoder(nnx.Module):
     """ModernBERT backbone: token ids -> final-norm hidden states (or every layer's output)."""
+
+    takes_first_rows = True
+    """``first_rows`` is honoured (:func:`~omnidistill.models.layers.last_rows_call`)."""
 
     def __init__(
         self,
@@ -132,8 +150,10 @@ class ModernBertEncoder(nnx.Module):
         segment_ids: jax.Array | None = None,
         rng: jax.Array | None = None,
         return_all_layers: bool = False,
+        first_rows: int | None = None,
     ) -> jax.Array | list[jax.Array]:
-        """Final-norm hidden states [B, S, H] (or every layer's). With ``segment_ids`` (packed rows),
+        """Final-norm hidden states [B, S, H] (or every layer's; ``first_rows``: [B, first_rows, H], see
+        :func:`~omnidistill.models.layers.last_rows_call`). With ``segment_ids`` (packed rows),
         attention stays within a segment and RoPE positions restart at each segment."""
         del token_type_ids  # ModernBERT has no token types
         if input_ids.shape[1] > self.cfg.max_position_embeddings:
@@ -148,8 +168,9 @@ class ModernBertEncoder(nnx.Module):
             x,
             lambda layer, h, i: call_layer(layer, self.remat, h, mask, positions, sub_rng(rng, i)),
             collect=return_all_layers,
+            last_call=last_rows_call(first_rows, lambda layer, h, i, rows: layer(h, mask, positions, sub_rng(rng, i), rows)),
         )
-        final = self.final_norm(x).astype(self.dtype)
+        final = self.final_norm(x[:, :first_rows]).astype(self.dtype)
         return [embedded, *states[:-1], final] if return_all_layers else final
 
 
