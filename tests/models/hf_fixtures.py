@@ -54,14 +54,22 @@ def save_tiny_bert(folder: Path, classification: bool = False, seed: int = 0, **
     return save_tiny(folder, "Bert", TINY_BERT, classification=classification, seed=seed, **overrides)
 
 
-def flax_from_folder(folder: Path, family: str, groups: tuple[str, ...] = ("encoder",), pooling: str | None = None, scan: bool = False):
+def flax_from_folder(
+    folder: Path,
+    family: str,
+    groups: tuple[str, ...] = ("encoder",),
+    pooling: str | None = None,
+    scan: bool = False,
+    attention: str = "auto",
+):
     """A regressor of ``family`` with the folder's weights (``groups`` must all be present); pooled as the
     family's classification class does unless ``pooling`` is given (decoders: the last token); its layers
-    scanned over stacked parameters with ``scan`` (``model.scan_layers``)."""
+    scanned over stacked parameters with ``scan`` (``model.scan_layers``); ``attention``: ``model.attention``."""
     from omnidistill.models.registry import get_family
 
     pooling = pooling or ("last_token" if get_family(family).decoder else "cls")
-    model = build_regressor(ModelConfig(family=family, pooling=pooling, scan_layers=scan), read_hf_config(folder))
+    cfg = ModelConfig(family=family, pooling=pooling, scan_layers=scan, attention=attention)
+    model = build_regressor(cfg, read_hf_config(folder))
     load_hf_weights(model, read_hf_tensors(folder), required_groups=groups)
     return model
 

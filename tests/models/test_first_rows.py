@@ -9,15 +9,14 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from omnidistill.config import ModelConfig
-from omnidistill.models.hf_io import load_hf_weights, read_hf_config, read_hf_tensors
-from omnidistill.models.regressor import build_regressor, make_predict_fn
+from omnidistill.models.regressor import make_predict_fn
 from tests.models import test_deberta_v2_parity as deberta
 from tests.models import test_modernbert_parity as modernbert
 from tests.models import test_xlm_roberta_parity as xlmr
-from tests.models.hf_fixtures import TINY_BERT, random_batch, save_tiny
+from tests.models.hf_fixtures import TINY_BERT, flax_from_folder, random_batch, save_tiny
 
 torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
 
 CASES = {
     # family, transformers prefix, config, model.attention
@@ -55,8 +54,7 @@ def dot_shapes(jaxpr) -> list[tuple[int, ...]]:
 def test_scoring_runs_the_last_layer_on_the_first_token_with_transformers_scores(tmp_path, case):
     family, prefix, arch, kernel = CASES[case]
     folder = save_tiny(tmp_path / case, prefix, arch, classification=True, perturb="orm")
-    model = build_regressor(ModelConfig(family=family, pooling="cls", attention=kernel), read_hf_config(folder))
-    load_hf_weights(model, read_hf_tensors(folder), required_groups=("encoder", "pooler", "classifier"))
+    model = flax_from_folder(folder, family, groups=("encoder", "pooler", "classifier"), pooling="cls", attention=kernel)
     ids, mask = random_batch(arch["vocab_size"], batch=3, seq=17)
     if prefix == "XLMRoberta":
         ids = np.where(mask > 0, np.maximum(ids, 3), arch["pad_token_id"]).astype(np.int32)
@@ -64,7 +62,7 @@ def test_scoring_runs_the_last_layer_on_the_first_token_with_transformers_scores
     graphdef, params = nnx.split(model)
     predict = make_predict_fn(graphdef)
 
-    hf = __import__("transformers").AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    hf = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
     with torch.no_grad():
         logits = hf(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask).long()).logits.numpy()
     np.testing.assert_allclose(np.asarray(jax.jit(predict)(params, batch)), 1 + 4 / (1 + np.exp(-logits)), atol=1e-5)
@@ -81,9 +79,7 @@ def test_other_poolings_and_scanned_uniform_layers_score_every_token_alike(tmp_p
     layer: both run the full last layer, and the scores stay those of the model's direct call."""
     folder = save_tiny(tmp_path / "bert", "Bert", TINY_BERT)
     ids, mask = random_batch(TINY_BERT["vocab_size"], batch=3, seq=17)
-    for cfg in (ModelConfig(family="bert", pooling="mean"), ModelConfig(family="bert", pooling="cls", scan_layers=True)):
-        model = build_regressor(cfg, read_hf_config(folder))
-        load_hf_weights(model, read_hf_tensors(folder), required_groups=("encoder",))
+    for model in (flax_from_folder(folder, "bert", pooling="mean"), flax_from_folder(folder, "bert", pooling="cls", scan=True)):
         graphdef, params = nnx.split(model)
         predict = make_predict_fn(graphdef)
         batch = {"input_ids": ids, "attention_mask": mask}
