@@ -10,6 +10,10 @@ import sys
 from omnidistill.config import ConfigError
 
 PACK_HELP = "pack items into rows of N tokens (several per row, same scores; 0: one padded item per row; default: {default})"
+TOKENS_HELP = (
+    "batches of up to N real tokens, the encoder's layers skipping the padding (BERT, XLM-R, ModernBERT; same scores;"
+    " 0: batches of --batch-size items; default: {default})"
+)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -63,6 +67,7 @@ def _eval(args: argparse.Namespace) -> int:
         skip_invalid=True if args.skip_invalid else None,
         usd_per_hour=args.usd_per_hour,
         pack_length=args.pack_length,
+        batch_tokens=args.batch_tokens,
     )
     print(report_markdown(report, f"{args.split}: {report['meta']['items']} items, step {report['meta']['step']}"))
     if compare:
@@ -85,7 +90,7 @@ def _score(args: argparse.Namespace) -> int:
     from omnidistill.score_file import score_file
     from omnidistill.scorer import Scorer
 
-    scorer = Scorer.load(args.model, batch_size=args.batch_size, pack_length=args.pack_length)
+    scorer = Scorer.load(args.model, batch_size=args.batch_size, pack_length=args.pack_length, batch_tokens=args.batch_tokens)
     done = score_file(scorer, args.input, args.output, resume=args.resume, skip_invalid=args.skip_invalid, chunk=args.chunk, progress=True)
     resumed = f" (kept {done['resumed']} already scored, scored {done['scored']})" if args.resume else ""
     skipped = f"; {done['skipped']} invalid skipped" if done["skipped"] else ""
@@ -203,7 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--checkpoint", default="best", choices=["best", "latest"], help="which checkpoint to evaluate (default: best by dev MAE)"
     )
-    p.add_argument("--batch-size", type=int, help="evaluation batch size (default: eval.batch_size of the run)")
+    p.add_argument(
+        "--batch-size", type=int, help="batches of this many items (default: eval.batch_tokens, else eval.batch_size, of the run)"
+    )
+    p.add_argument("--batch-tokens", type=int, metavar="N", help=TOKENS_HELP.format(default="eval.batch_tokens of the run"))
     p.add_argument("--pack-length", type=int, metavar="N", help=PACK_HELP.format(default="eval.pack_length of the run"))
     p.add_argument(
         "--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples for 95%% intervals (0 disables; default 1000)"
@@ -241,7 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--input", required=True, nargs="+", help="input file(s): .jsonl, .csv or .parquet with candidate and optional context fields"
     )
     p.add_argument("--output", required=True, help="output JSONL: each input item plus its scores")
-    p.add_argument("--batch-size", type=int, default=64, help="items per batch (default 64)")
+    p.add_argument("--batch-size", type=int, default=64, help="items per batch where batches are not filled by tokens (default 64)")
+    p.add_argument(
+        "--batch-tokens", type=int, metavar="N", help=TOKENS_HELP.format(default="a run's eval.batch_tokens; 4096 for an exported folder")
+    )
     p.add_argument("--skip-invalid", action="store_true", help="skip malformed lines (counted) instead of failing on the first")
     p.add_argument(
         "--resume", action="store_true", help="continue an interrupted OUTPUT: keep its complete lines (checked by id), score the rest"

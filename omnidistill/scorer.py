@@ -5,9 +5,11 @@
     scorer.score(candidates=["Paris is the capital."], questions=["What is the capital of France?"])
     # -> [{"informativeness": 4.1, "clarity": 4.6, "plausibility": 4.4, "faithfulness": 4.3}]
 
-Batches are sorted by token count and padded to the next multiple of ``eval.length_step`` tokens (one
-compiled function per padded length, reused across calls); results come back in input order and are
-deterministic: the same inputs give the same scores, bit for bit, on the same device.
+Items are sorted by token count and batched, up to ``eval.batch_tokens`` real tokens a batch for an
+encoder that runs unpadded (BERT, XLM-R, ModernBERT: its layers' per-token work skips the padding),
+``batch_size`` items otherwise; each batch is padded to the next multiple of ``eval.length_step``
+tokens (one compiled function per padded length, reused across calls). Results come back in input
+order and are deterministic: the same inputs give the same scores, bit for bit, on the same device.
 
 A model whose head gives a distribution over levels 1..5 (``classification``, ``ordinal``) also reports
 an ``uncertainty`` per item and dimension: the standard deviation of that distribution, in score points
@@ -26,12 +28,20 @@ import jax
 import numpy as np
 from flax import nnx
 
-from omnidistill.config import DataConfig, MeshConfig
+from omnidistill.config import DataConfig, EvalConfig, MeshConfig
 from omnidistill.data.level_dist import level_std
 from omnidistill.data.schema import Record
 from omnidistill.data.tokenize import RecordEncoder, count_truncated
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
-from omnidistill.eval.predict import inference_buckets, inference_packing, jitted_predict_fn, predict_records, used_buckets, warm_up
+from omnidistill.eval.predict import (
+    inference_buckets,
+    inference_packing,
+    jitted_predict_fn,
+    predict_records,
+    token_budget,
+    used_buckets,
+    warm_up,
+)
 from omnidistill.parallel.mesh import build_mesh, replicated
 from omnidistill.runs.run_dir import is_run_directory
 
@@ -101,32 +111,48 @@ class Scorer:
     """Batches (sorted by token count) pad to the next multiple of this many tokens (``eval.length_step``)."""
     pack_length: int = 0
     """> 0: several items per row of this many tokens (``eval.pack_length``); 0: one item per padded row."""
+    batch_tokens: int = EvalConfig.batch_tokens
+    """Batches of up to this many real tokens, the encoder's layers unpadded (``eval.batch_tokens``;
+    an encoder that can, and no packing); 0: batches of ``batch_size`` items."""
 
     def __post_init__(self) -> None:
         self.mesh = build_mesh(MeshConfig())
         self.params = jax.device_put(self.params, replicated(self.mesh))
         self.encoder = RecordEncoder.from_config(self.tokenizer, self.data)
-        self.has_uncertainty = nnx.merge(self.graphdef, self.params).has_levels
+        model = nnx.merge(self.graphdef, self.params)
+        self.has_uncertainty = model.has_levels
         self.packing = inference_packing(self.pack_length, self.batch_size, self.max_length)
         self._predict = jitted_predict_fn(self.graphdef, self.mesh, levels=self.has_uncertainty, packing=self.packing)
         self.buckets = inference_buckets(self.max_length, self.length_step)
+        self.budget = token_budget(self.batch_tokens, self.mesh, self.buckets, unpadded=model.takes_token_index and self.packing is None)
 
     @property
     def max_length(self) -> int:
         return self.data.max_length
 
     @classmethod
-    def load(cls, path: str | Path, *, batch_size: int = 64, checkpoint: str = "best", pack_length: int | None = None) -> Scorer:
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        batch_size: int = 64,
+        checkpoint: str = "best",
+        pack_length: int | None = None,
+        batch_tokens: int | None = None,
+    ) -> Scorer:
         """From a run directory (``config.yaml`` + orbax checkpoints), or an exported ``hf`` or
         ``omniscore`` folder (``config.json``). ``pack_length``: packed rows of that many tokens (0: padded
-        rows; default: the run's ``eval.pack_length``, 0 for an exported folder)."""
+        rows; default: the run's ``eval.pack_length``, 0 for an exported folder). ``batch_tokens``:
+        real tokens per batch for an encoder that runs unpadded (0: ``batch_size`` items; default: the
+        run's ``eval.batch_tokens``, :attr:`EvalConfig.batch_tokens` for an exported folder)."""
         path = Path(path)
         if is_run_directory(path):
             from omnidistill.runs.load import load_trained
 
             cfg, graphdef, params, tokenizer, _ = load_trained(path, checkpoint)
             pack = cfg.eval.pack_length if pack_length is None else pack_length
-            return cls(graphdef, params, tokenizer, cfg.data, batch_size, str(path), cfg.eval.length_step, pack)
+            tokens = cfg.eval.batch_tokens if batch_tokens is None else batch_tokens
+            return cls(graphdef, params, tokenizer, cfg.data, batch_size, str(path), cfg.eval.length_step, pack, tokens)
         if (path / "config.json").exists():
             from omnidistill.models.loader import load_tokenizer
             from omnidistill.models.published import load_published
@@ -134,7 +160,17 @@ class Scorer:
             published = load_published(path)
             graphdef, state = nnx.split(published.model, nnx.Param)
             tokenizer = load_tokenizer(str(path))
-            return cls(graphdef, state.to_pure_dict(), tokenizer, published.data, batch_size, str(path), pack_length=pack_length or 0)
+            tokens = EvalConfig.batch_tokens if batch_tokens is None else batch_tokens
+            return cls(
+                graphdef,
+                state.to_pure_dict(),
+                tokenizer,
+                published.data,
+                batch_size,
+                str(path),
+                pack_length=pack_length or 0,
+                batch_tokens=tokens,
+            )
         raise FileNotFoundError(f"{path}: neither an omnidistill run directory nor a Hugging Face model folder")
 
     def warm_up(self, records: Sequence[Record] | None = None) -> None:
@@ -144,13 +180,15 @@ class Scorer:
             buckets = self.buckets
         else:
             buckets = used_buckets(self.encoder.full_lengths(list(records)), self.max_length, self.buckets)
-        warm_up(self._predict, self.params, self.mesh, batch_size=self.batch_size, buckets=buckets, packing=self.packing)
+        warm_up(
+            self._predict, self.params, self.mesh, batch_size=self.batch_size, buckets=buckets, packing=self.packing, budget=self.budget
+        )
 
     def score_records(
         self, records: Sequence[Record], *, progress: bool = False, encoder: RecordEncoder | None = None, batch_size: int | None = None
     ) -> np.ndarray:
         """Scores [N, 4] in record order (``encoder``: another input text than the model's own;
-        ``batch_size``: other than the scorer's)."""
+        ``batch_size``: batches of that many items, whatever :attr:`batch_tokens`)."""
         return self.predict(records, progress=progress, encoder=encoder, batch_size=batch_size).scores
 
     def predict(
@@ -169,6 +207,7 @@ class Scorer:
             batch_size=batch_size or self.batch_size,
             buckets=self.buckets,
             packing=self.packing,
+            budget=None if batch_size else self.budget,
             progress=progress,
         )
         return Prediction(out[..., 0], out[..., 1:]) if self.has_uncertainty else Prediction(out)

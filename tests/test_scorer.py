@@ -3,6 +3,7 @@
 import json
 import logging
 
+import jax
 import numpy as np
 import pytest
 
@@ -100,6 +101,41 @@ def test_warm_up_compiles_exactly_what_scoring_then_uses(run_and_export, repo_ro
     compiled = scorer._predict._cache_size()
     scorer.score_records(records)
     assert scorer._predict._cache_size() == compiled >= 1
+
+
+def test_batches_filled_by_tokens_score_as_batches_of_items(run_and_export, repo_root, tmp_path):
+    """``eval.batch_tokens`` (the default for BERT) fills batches by real tokens, one group per batch shard,
+    and runs the layers unpadded: ``score`` writes the scores that batches of padded items give."""
+    from omnidistill.data.sources import read_records
+
+    run, hf = run_and_export
+    records = read_records(repo_root / "data" / "sample" / "test.jsonl")[0][:64]
+    by_tokens, by_items = Scorer.load(hf, batch_tokens=512), Scorer.load(hf, batch_tokens=0)
+    assert by_tokens.budget.groups == len(jax.devices()) and by_items.budget is None
+    a, b = by_tokens.score_records(records), by_items.score_records(records)
+    assert np.max(np.abs(a - b)) <= 1e-5 and np.max(np.abs(a - a[::-1])) > 1e-3
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join((repo_root / "data" / "sample" / "test.jsonl").read_text().splitlines(keepends=True)[:64]))
+    for tokens in ("0", "1024"):
+        assert (
+            main(
+                [
+                    "score",
+                    "--model",
+                    str(run),
+                    "--input",
+                    str(data),
+                    "--output",
+                    str(tmp_path / f"{tokens}.jsonl"),
+                    "--batch-tokens",
+                    tokens,
+                ]
+            )
+            == 0
+        )
+    read = lambda name: np.array([list(json.loads(line)["scores"].values()) for line in (tmp_path / name).read_text().splitlines()])
+    np.testing.assert_allclose(read("1024.jsonl"), read("0.jsonl"), atol=1e-5)
+    np.testing.assert_allclose(read("0.jsonl"), b, atol=1e-5)
 
 
 def test_batches_are_sorted_by_tokens_not_characters(run_and_export):

@@ -1,7 +1,7 @@
 """Scoring speed on CPU, omnidistill's Scorer vs plain PyTorch, on one exported model in one process.
 
     python tools/bench_scorer_cpu.py [--model FOLDER] [--data data/sample/test.jsonl] [--batch-size 32] [--repeat 3]
-    python tools/bench_scorer_cpu.py --varlen 1024 [--pack-length 256]   # realistic lengths
+    python tools/bench_scorer_cpu.py --varlen 1024 [--pack-length 256 | --batch-tokens N]   # realistic lengths
     python tools/bench_scorer_cpu.py --shapes                             # one forward pass per fixed shape
 
 The model is an exported ``hf`` folder (default: a 4-label ``BertForSequenceClassification`` built from
@@ -10,7 +10,9 @@ score the same texts (the model card's input text) with the same batch size, sor
 tokenization included, after a warm-up pass (omnidistill: every length bucket compiled; PyTorch:
 one full pass). ``--varlen N`` scores N items whose token counts are the first N of
 ``tools/score_lengths.txt`` (the peer's realistic lengths: lognormal, median 88) instead of ``--data``;
-``--pack-length`` makes the Scorer pack items into rows of that many tokens (``eval.pack_length``).
+``--pack-length`` makes the Scorer pack items into rows of that many tokens (``eval.pack_length``);
+``--batch-tokens`` sets its batches' real tokens (``eval.batch_tokens``, the layers then skip the
+padding; 0: batches of ``--batch-size`` items, as PyTorch's always are).
 Prints one JSON line: examples/s of each, their ratio, and the max |score difference|.
 Targets: ratio >= 1.0 on the sample (issue 15), >= 1.2 at realistic lengths (issue 28).
 """
@@ -25,6 +27,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from omnidistill.config import EvalConfig
 
 
 def minilm_classifier(folder: Path) -> Path:
@@ -129,6 +133,12 @@ def main() -> None:
     p.add_argument("--length-step", type=int, default=32, help="omnidistill pads batches to multiples of this (eval.length_step)")
     p.add_argument("--varlen", type=int, default=0, metavar="N", help="score N items of realistic lengths instead of --data")
     p.add_argument("--pack-length", type=int, default=0, help="the Scorer packs items into rows of this many tokens (eval.pack_length)")
+    p.add_argument(
+        "--batch-tokens",
+        type=int,
+        default=EvalConfig.batch_tokens,
+        help=f"Scorer batches of up to this many real tokens (eval.batch_tokens, default {EvalConfig.batch_tokens}; 0: --batch-size items)",
+    )
     p.add_argument("--shapes", action="store_true", help="instead: one forward pass at fixed shapes (32x64, 32x128, 32x256, 8x512)")
     args = p.parse_args()
     if args.shapes:
@@ -144,7 +154,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(args.model) if args.model else minilm_classifier(Path(tmp) / "minilm")
         scorer = Scorer.load(folder, batch_size=args.batch_size)
-        scorer = dataclasses.replace(scorer, length_step=args.length_step, pack_length=args.pack_length)
+        scorer = dataclasses.replace(scorer, length_step=args.length_step, pack_length=args.pack_length, batch_tokens=args.batch_tokens)
         records = varlen_records(scorer.tokenizer, args.varlen) if args.varlen else read_records(args.data)[0]
         texts = [scorer.encoder.text(r) for r in records]
         scorer.warm_up(records)
@@ -165,6 +175,7 @@ def main() -> None:
                 "batch_size": args.batch_size,
                 "length_step": args.length_step,
                 "pack_length": args.pack_length,
+                "batch_tokens": scorer.budget.tokens if scorer.budget else 0,
                 "data": f"varlen:{args.varlen}" if args.varlen else args.data,
                 "real_tokens": int(sum(min(n, scorer.max_length) for n in scorer.encoder.full_lengths(records))),
                 "max_length": scorer.max_length,

@@ -81,7 +81,9 @@ def _indexed_records(records: Sequence[Record]) -> grain.MapDataset:
     return grain.MapDataset.source(records).map_with_index(partial(_with_record_index, len(records)))
 
 
-class _Encode(grain.transforms.Map):
+class EncodeRecord(grain.transforms.Map):
+    """(record index, record) -> the encoder's arrays, with ``index``."""
+
     def __init__(self, encoder: RecordEncoder):
         self.encoder = encoder
 
@@ -110,7 +112,7 @@ def train_dataset(
     if isinstance(records, TokenCache):
         return _cached_train_dataset(records, encoder.pad_id, global_batch, seed, buckets, process_index, process_count)
     ds = _indexed_records(records).shuffle(seed=seed).repeat(None)
-    ds = ds.map(_Encode(encoder))
+    ds = ds.map(EncodeRecord(encoder))
     ds = ds.batch(
         global_batch, drop_remainder=True, batch_fn=partial(collate, pad_id=encoder.pad_id, buckets=tuple(buckets), batch_size=global_batch)
     )
@@ -205,7 +207,7 @@ def eval_dataset(
     differ by script), so that each batch pads to the smallest bucket it can, and the one partial
     batch holds the shortest examples (its padding rows then cost least); otherwise it is the last.
     """
-    encode = _Encode(encoder)
+    encode = EncodeRecord(encoder)
     examples = [encode.map((i, r)) for i, r in enumerate(records)]
     if sort_by_length:
         examples.sort(key=lambda e: len(e["input_ids"]))
@@ -269,7 +271,7 @@ def packed_eval_dataset(
     row with room (first-fit decreasing, at most ``packing.max_segments`` per row), ``packing.rows`` rows
     a batch; longer items follow in padded batches of ``global_batch``, sorted by token count. Each
     item keeps its own positions and attends only to itself, so its score is the padded path's."""
-    encode = _Encode(encoder)
+    encode = EncodeRecord(encoder)
     examples = [encode.map((i, r)) for i, r in enumerate(records)]
     fits = sorted((e for e in examples if len(e["input_ids"]) <= packing.length), key=lambda e: -len(e["input_ids"]))
     long = sorted((e for e in examples if len(e["input_ids"]) > packing.length), key=lambda e: len(e["input_ids"]))
@@ -362,7 +364,7 @@ def packed_train_dataset(
             process_count=process_count,
         )
         return batches.to_iter_dataset(read_options)
-    examples = _indexed_records(records).shuffle(seed=seed).repeat(None).map(_Encode(encoder)).map(_packing_input)
+    examples = _indexed_records(records).shuffle(seed=seed).repeat(None).map(EncodeRecord(encoder)).map(_packing_input)
     slots = pack.max_segments
     lengths = {"input_ids": pack.length, "labels": slots, "label_mask": slots, "label_dist": slots, "index": slots}
     padding = {"input_ids": encoder.pad_id, "labels": 0.0, "label_mask": 0.0, "label_dist": 0.0, "index": -1}

@@ -1,5 +1,7 @@
 """Batched, sharded, deterministic prediction over records: items sorted by token count and padded to
-length buckets, or packed several to a row (:class:`InferencePacking`, ``eval.pack_length``)."""
+length buckets, in batches of ``batch_size`` items or of ``eval.batch_tokens`` real tokens (an
+encoder that runs unpadded, :class:`TokenBudget`), or packed several to a row
+(:class:`InferencePacking`, ``eval.pack_length``)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
 from omnidistill.data.pipeline import InferencePacking, eval_dataset, packed_eval_dataset
+from omnidistill.data.process_share import process_rows
 from omnidistill.data.schema import Record
+from omnidistill.data.token_batches import TokenBudget, token_eval_dataset
 from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.dimensions import NUM_DIMENSIONS
 from omnidistill.models.regressor import make_predict_fn
@@ -23,6 +27,25 @@ MODEL_INPUTS = ("input_ids", "attention_mask")
 """What ``predict_fn`` receives for padded batches (the warm-up compiles for exactly this structure)."""
 PACKED_INPUTS = (*MODEL_INPUTS, "segment_ids")
 """What it receives for packed rows."""
+UNPADDED_INPUTS = (*MODEL_INPUTS, "token_index")
+"""What it receives for batches filled by tokens (the encoder's layers run unpadded)."""
+
+
+def token_budget(batch_tokens: int, mesh: Mesh, buckets: Sequence[int], *, unpadded: bool = True) -> TokenBudget | None:
+    """``eval.batch_tokens`` as a :class:`TokenBudget` with one group per batch shard of ``mesh``, each
+    of at least the longest padded length; None (batches of items) when it is 0 or the model cannot
+    run ``unpadded`` (an encoder without ``takes_token_index``, or packed rows)."""
+    if batch_tokens <= 0 or not unpadded:
+        return None
+    shards = mesh.shape["data"] * mesh.shape["fsdp"]
+    return TokenBudget(max(-(-batch_tokens // shards), max(buckets)) * shards, shards, tuple(buckets))
+
+
+def input_keys(batch: dict[str, Any]) -> tuple[str, ...]:
+    """The model inputs of a batch from any of the inference datasets."""
+    if "segment_ids" in batch:
+        return PACKED_INPUTS
+    return UNPADDED_INPUTS if "token_index" in batch else MODEL_INPUTS
 
 
 def inference_packing(pack_length: int, batch_size: int, max_length: int) -> InferencePacking | None:
@@ -65,15 +88,20 @@ def predict_records(
     batch_size: int,
     buckets: Sequence[int],
     packing: InferencePacking | None = None,
+    budget: TokenBudget | None = None,
     progress: bool = False,
 ) -> np.ndarray:
     """Scores [N, 4] in record order (or [N, 4, ...] when ``predict_fn`` gives more per dimension).
     ``predict_fn`` should be jitted (one compile per bucket, and one for the packed rows); with
-    ``packing`` it must pool ``packing.max_segments`` slots per row (:func:`make_predict_fn`)."""
+    ``packing`` it must pool ``packing.max_segments`` slots per row (:func:`make_predict_fn`). With
+    ``budget`` (and no ``packing``) batches hold up to ``budget.tokens`` real tokens instead of
+    ``batch_size`` items, and the model runs its layers on them unpadded."""
     batch_size = _shard_multiple(batch_size, mesh)
     sharding = batch_sharding(mesh)
     where = dict(process_index=jax.process_index(), process_count=jax.process_count())
-    if packing is None:
+    if budget is not None and packing is None:
+        ds = token_eval_dataset(records, encoder, budget=budget, **where)
+    elif packing is None:
         ds = eval_dataset(records, encoder, global_batch=batch_size, buckets=buckets, **where)
     else:
         packing = dataclasses.replace(packing, rows=_shard_multiple(packing.rows, mesh))
@@ -84,8 +112,7 @@ def predict_records(
 
         ds = tqdm(ds, total=len(ds), desc="score", unit="batch", dynamic_ncols=True)
     for local in ds:
-        keys = PACKED_INPUTS if "segment_ids" in local else MODEL_INPUTS  # exactly what warm_up compiled for
-        batch = {k: global_batch_array(local[k], sharding) for k in keys}
+        batch = {k: global_batch_array(local[k], sharding) for k in input_keys(local)}  # exactly what warm_up compiled for
         scores = _to_host(predict_fn(params, batch))
         index = _to_host(global_batch_array(local["index"], sharding)).reshape(-1)  # packed: [rows, K] slots, row-major
         keep = index >= 0
@@ -103,21 +130,31 @@ def warm_up(
     batch_size: int,
     buckets: Sequence[int],
     packing: InferencePacking | None = None,
+    budget: TokenBudget | None = None,
 ) -> None:
     """Run ``predict_fn`` once per bucket length on a padding batch (and once on packed rows), so that
     every compilation happens before a timed pass (longer inputs than the largest bucket still compile).
-    With ``packing``, only the buckets longer than a row are padded batches (shorter items are packed)."""
+    With ``packing``, only the buckets longer than a row are padded batches (shorter items are packed);
+    with ``budget`` (and no packing) the batches have its rows and ``token_index``."""
+    batches = []  # global batches of every compiled shape; the values do not matter
+    if budget is not None and packing is None:
+        for length in sorted(set(buckets)):
+            padding = np.zeros((budget.groups * budget.rows_for(length), length), np.int32)  # all padding: any token_index is valid
+            index = np.zeros((budget.groups, budget.per_group), np.int32)
+            batches.append({"input_ids": padding, "attention_mask": padding, "token_index": index})
+    else:
+        padded = sorted({length for length in buckets if packing is None or length > packing.length})
+        shapes = [(_shard_multiple(batch_size, mesh), length, False) for length in padded]
+        if packing is not None:
+            shapes.append((_shard_multiple(packing.rows, mesh), packing.length, True))
+        for rows, length, packed in shapes:
+            batches.append({"input_ids": np.zeros((rows, length), np.int32), "attention_mask": np.ones((rows, length), np.int32)})
+            if packed:
+                batches[-1]["segment_ids"] = np.ones((rows, length), np.int32)
     sharding = batch_sharding(mesh)
-    padded = sorted({length for length in buckets if packing is None or length > packing.length})
-    shapes = [(_shard_multiple(batch_size, mesh), length, MODEL_INPUTS) for length in padded]
-    if packing is not None:
-        shapes.append((_shard_multiple(packing.rows, mesh), packing.length, PACKED_INPUTS))
-    for rows, length, keys in shapes:
-        local = rows // jax.process_count()
-        batch = {"input_ids": np.zeros((local, length), np.int32), "attention_mask": np.ones((local, length), np.int32)}
-        if "segment_ids" in keys:
-            batch["segment_ids"] = np.ones((local, length), np.int32)
-        jax.block_until_ready(predict_fn(params, {k: global_batch_array(v, sharding) for k, v in batch.items()}))
+    for batch in batches:
+        local = {k: v[process_rows(v.shape[0], jax.process_index(), jax.process_count())] for k, v in batch.items()}
+        jax.block_until_ready(predict_fn(params, {k: global_batch_array(v, sharding) for k, v in local.items()}))
 
 
 def used_buckets(lengths: Sequence[int], max_length: int, buckets: Sequence[int]) -> list[int]:

@@ -20,7 +20,15 @@ from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.compare import compare_judges, comparison_markdown, load_predictions
 from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.plots import write_calibration_plot, write_plots
-from omnidistill.eval.predict import inference_buckets, inference_packing, jitted_predict_fn, predict_records, used_buckets, warm_up
+from omnidistill.eval.predict import (
+    inference_buckets,
+    inference_packing,
+    jitted_predict_fn,
+    predict_records,
+    token_budget,
+    used_buckets,
+    warm_up,
+)
 from omnidistill.eval.report import build_report, mean_baseline, train_mean_labels, write_report
 from omnidistill.eval.uncertainty import uncertainty_report
 from omnidistill.parallel.mesh import build_mesh, replicated
@@ -58,6 +66,7 @@ def evaluate_run(
     skip_invalid: bool | None = None,
     usd_per_hour: float | None = None,
     pack_length: int | None = None,
+    batch_tokens: int | None = None,
 ) -> dict:
     """Score ``files`` (default: the run config's ``data.<split>``) and write ``<split>.json/.md`` reports,
     PNG plots, predictions, and with ``compare`` (name -> prediction file) a side-by-side judge table.
@@ -65,7 +74,9 @@ def evaluate_run(
     the report's ``meta`` has the skipped and truncated counts, and the time per 1,000 items (tokenization
     included, every length bucket compiled beforehand), with ``usd_per_hour`` also its price (the
     paper's Table 9 "Time" and "Cost" columns). ``pack_length`` (default: the run's ``eval.pack_length``)
-    packs items into rows of that many tokens."""
+    packs items into rows of that many tokens. Batches hold up to ``batch_tokens`` real tokens (default:
+    the run's ``eval.batch_tokens``; an encoder that runs unpadded) unless ``batch_size`` is given,
+    which makes them batches of that many items."""
     run_dir = Path(run_dir)
     cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint)
     if skip_invalid is not None:
@@ -94,14 +105,18 @@ def evaluate_run(
         )
     mesh = build_mesh(MeshConfig())
     params = jax.device_put(params, replicated(mesh))
-    levels = nnx.merge(graphdef, params).has_levels
+    model = nnx.merge(graphdef, params)
+    levels = model.has_levels
     bs = batch_size or cfg.eval.batch_size
     packing = inference_packing(cfg.eval.pack_length if pack_length is None else pack_length, bs, cfg.data.max_length)
     predict_fn = jitted_predict_fn(graphdef, mesh, levels=levels, packing=packing)
     buckets = inference_buckets(cfg.data.max_length, cfg.eval.length_step)
-    warm_up(predict_fn, params, mesh, batch_size=bs, buckets=used_buckets(lengths, encoder.max_length, buckets), packing=packing)
+    tokens = (0 if batch_size else cfg.eval.batch_tokens) if batch_tokens is None else batch_tokens
+    budget = token_budget(tokens, mesh, buckets, unpadded=model.takes_token_index and packing is None)
+    used = used_buckets(lengths, encoder.max_length, buckets)
+    warm_up(predict_fn, params, mesh, batch_size=bs, buckets=used, packing=packing, budget=budget)
     start = time.perf_counter()
-    out = predict_records(predict_fn, params, records, encoder, mesh, batch_size=bs, buckets=buckets, packing=packing)
+    out = predict_records(predict_fn, params, records, encoder, mesh, batch_size=bs, buckets=buckets, packing=packing, budget=budget)
     seconds = time.perf_counter() - start
     pred, level_probs = (out[..., 0], out[..., 1:]) if levels else (out, None)
     weights_file = lang_weights or cfg.eval.lang_weights

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 import jax
 import jax.numpy as jnp
 
+from omnidistill.models.unpadding import TokenLayout
+
 
 @jax.custom_vjp
 def gelu_exact(x: jax.Array) -> jax.Array:
@@ -88,15 +90,18 @@ def segment_mask(segment_ids: jax.Array) -> jax.Array:
     return (segment_ids[:, :, None] == segment_ids[:, None, :])[:, None]
 
 
-@functools.partial(jax.tree_util.register_dataclass, data_fields=["keys"], meta_fields=["packed", "causal"])
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["keys", "layout"], meta_fields=["packed", "causal"])
 @dataclasses.dataclass(frozen=True)
 class AttentionMask:
     """Which keys each query attends to, in compact form. ``keys`` [B, S] is the attention mask (1 real,
     0 padding) or, with ``packed``, the segment ids of packed rows (0 padding); ``causal`` keeps only
     keys at or before the query. :meth:`dense` is the boolean mask the XLA, blocked and cuDNN kernels
-    take; the splash kernel takes ``keys`` as segment ids and never builds it."""
+    take; the splash kernel takes ``keys`` as segment ids and never builds it. With ``layout`` the
+    queries, keys and values come unpadded ([G, t, N, D], :mod:`~omnidistill.models.unpadding`) and
+    :func:`attention` pads them to ``keys``' [B, S] rows and back."""
 
     keys: jax.Array
+    layout: TokenLayout | None = None
     packed: bool = False
     causal: bool = False
 
@@ -110,6 +115,14 @@ class AttentionMask:
 
     def made_causal(self) -> AttentionMask:
         return dataclasses.replace(self, causal=True)
+
+    def unpadded(self, layout: TokenLayout | None) -> AttentionMask:
+        """This mask for unpadded queries, keys and values (itself when ``layout`` is None)."""
+        if layout is None:
+            return self
+        if self.packed:
+            raise ValueError("packed rows (segment_ids) are not unpadded: eval.batch_tokens is for padded batches")
+        return dataclasses.replace(self, layout=layout)
 
 
 def encoder_mask(attention_mask: jax.Array, segment_ids: jax.Array | None) -> AttentionMask:
@@ -333,7 +346,14 @@ def attention(
     query i to keys j with |i - j| <= window (local attention); cuDNN, which has no two-sided window,
     gets it as part of the mask. cuDNN gets a key-padding mask as sequence lengths (right padding,
     :func:`cudnn_inputs`). Attention-probability dropout is not applied: fused kernels have none.
+    A mask with a ``layout`` takes unpadded [G, t, N, D] tensors and gives them back so.
     """
+    if isinstance(mask, AttentionMask) and mask.layout is not None:
+        if bias is not None:
+            raise ValueError("unpadded attention takes no additive bias")
+        layout, padded = mask.layout, dataclasses.replace(mask, layout=None)
+        out = attention(layout.pad(q), layout.pad(k), layout.pad(v), padded, implementation, scale=scale, window=window)
+        return layout.unpad(out)
     kernel = implementation if isinstance(implementation, AttentionKernel) else AttentionKernel(implementation)
     impl = resolve_attention(kernel.implementation, q.dtype, q.shape[1])
     if impl == "splash" and q.shape[1] != k.shape[1]:

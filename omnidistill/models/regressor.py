@@ -42,6 +42,7 @@ class Regressor(nnx.Module):
         *,
         segment_ids: jax.Array | None = None,
         num_segments: int = 1,
+        token_index: jax.Array | None = None,
         rng: jax.Array | None = None,
     ) -> jax.Array:
         """Head outputs (float32; [B, 4] for the sigmoid heads). ``rng`` enables dropout; None is deterministic.
@@ -52,9 +53,17 @@ class Regressor(nnx.Module):
 
         Packed rows: ``segment_ids`` [B, S] numbers the examples of each row 1..K (0 = padding) and
         the outputs are per segment slot, [B * num_segments, ...] (empty slots give unused outputs).
+
+        Unpadded layers: ``token_index`` [G, t] lists each group's real slots
+        (:func:`~omnidistill.data.token_batches.token_index`); the encoder's layers then run on those
+        tokens only, for the same outputs. Only encoders with ``takes_token_index`` take it.
         """
         all_layers = self.pooling.needs_all_layers
         extra = {"first_rows": 1} if self.first_row_only(segment_ids) else {}
+        if token_index is not None:
+            if not self.takes_token_index:
+                raise ValueError(f"model family {self.family_name!r} does not run unpadded (token_index): set eval.batch_tokens=0")
+            extra["token_index"] = token_index
         states = self.encoder(
             input_ids, attention_mask, token_type_ids, segment_ids=segment_ids, rng=sub_rng(rng, 1), return_all_layers=all_layers, **extra
         )
@@ -74,6 +83,11 @@ class Regressor(nnx.Module):
             and self.pooling.reads_first_token_only
             and getattr(self.encoder, "takes_first_rows", False)
         )
+
+    @property
+    def takes_token_index(self) -> bool:
+        """Whether the encoder can run its layers unpadded (``token_index``)."""
+        return getattr(self.encoder, "takes_token_index", False)
 
     def scores(self, outputs: jax.Array) -> jax.Array:
         """Map head outputs to [B, 4] scores on the 1-5 scale."""
@@ -106,14 +120,16 @@ def make_predict_fn(
     """(params, batch) -> scores [B, 4], deterministic (no dropout; attention traced under
     :func:`~omnidistill.models.layers.predicting`). ``levels``: [B, 4, 6], the score
     followed by the probabilities of levels 1..5 (heads with a level distribution only). A batch with
-    ``segment_ids`` holds packed rows: the outputs are per slot, [B * num_segments, ...]."""
+    ``segment_ids`` holds packed rows: the outputs are per slot, [B * num_segments, ...]. A batch with
+    ``token_index`` runs the encoder's layers unpadded (same outputs)."""
 
     def predict(params: Any, batch: dict[str, jax.Array]) -> jax.Array:
         model = nnx.merge(graphdef, params)
         segment_ids = batch.get("segment_ids")
         slots = num_segments if segment_ids is not None else 1
         with predicting():
-            outputs = model(batch["input_ids"], batch["attention_mask"], segment_ids=segment_ids, num_segments=slots)
+            inputs = {"segment_ids": segment_ids, "num_segments": slots, "token_index": batch.get("token_index")}
+            outputs = model(batch["input_ids"], batch["attention_mask"], **inputs)
         if not levels:
             return model.scores(outputs)
         return jnp.concatenate([model.scores(outputs)[..., None], model.level_probs(outputs)], axis=-1)

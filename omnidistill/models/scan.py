@@ -25,6 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from omnidistill.models.unpadding import TokenLayout
+
 LayerCall = Callable[[nnx.Module, jax.Array, Any], jax.Array]
 """``call(layer, x, index) -> x``: one layer's forward; ``index`` is the layer number (traced under scan)."""
 
@@ -130,16 +132,45 @@ def layer_stack(layers: Sequence[nnx.Module], *, scan: bool) -> nnx.List | Scann
 
 
 def run_layers(
-    layers: nnx.List | ScannedLayers, x: jax.Array, call: LayerCall, *, collect: bool = False, last_call: LayerCall | None = None
+    layers: nnx.List | ScannedLayers,
+    x: jax.Array,
+    call: LayerCall,
+    *,
+    collect: bool = False,
+    last_call: LayerCall | None = None,
+    layout: TokenLayout | None = None,
 ) -> tuple[jax.Array, list[jax.Array]]:
     """Run an encoder's layers (either layout); returns the output and, with ``collect``, every layer's output.
 
     ``last_call`` runs the last layer instead of ``call`` where that layer is unrolled (always in the
     unrolled layout; in the scanned one when it is in the unrolled tail); inside a scan every repeat
-    runs ``call``, so a caller reads from the output only what both calls give."""
+    runs ``call``, so a caller reads from the output only what both calls give.
+
+    With ``layout`` the [B, S, H] input is unpadded before the first layer and every output padded
+    back (:mod:`~omnidistill.models.unpadding`): ``call`` then sees [G, t, H] and must attend with a
+    mask that has the layout; ``last_call`` sees the padded [B, S, H] (its output is kept as it is)."""
+    if layout is None:
+        return _run_any(layers, x, call, collect=collect, last_call=last_call)
+    wrapped = None if last_call is None else (lambda layer, h, i: last_call(layer, layout.pad(h), i))
+    y, states = _run_any(layers, layout.unpad(x), call, collect=collect, last_call=wrapped)
+    ran_last = wrapped is not None and runs_last_call(layers)
+    states = [s if ran_last and j == len(states) - 1 else layout.pad(s) for j, s in enumerate(states)]
+    return (y if ran_last else layout.pad(y)), states
+
+
+def _run_any(
+    layers: nnx.List | ScannedLayers, x: jax.Array, call: LayerCall, *, collect: bool, last_call: LayerCall | None
+) -> tuple[jax.Array, list[jax.Array]]:
     if isinstance(layers, ScannedLayers):
         return layers(x, call, collect=collect, last_call=last_call)
     return _run_unrolled(layers, x, call, first=0, last_call=last_call)
+
+
+def runs_last_call(layers: nnx.List | ScannedLayers) -> bool:
+    """Whether :func:`run_layers` runs the last layer through its ``last_call`` (the layer is unrolled)."""
+    if isinstance(layers, ScannedLayers):
+        return len(layers.tail) > 0 or (not layers.plan.repeats and len(layers.head) > 0)
+    return len(layers) > 0
 
 
 # --- parameter trees: unrolled <-> scanned ------------------------------------------------------

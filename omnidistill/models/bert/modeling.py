@@ -24,6 +24,7 @@ from omnidistill.models.layers import (
     token_positions,
 )
 from omnidistill.models.scan import layer_stack, run_layers
+from omnidistill.models.unpadding import TokenLayout
 
 _INIT = nnx.initializers.normal(0.02)
 
@@ -100,6 +101,8 @@ class BertEncoder(nnx.Module):
 
     takes_first_rows = True
     """``first_rows`` is honoured (:func:`~omnidistill.models.layers.last_rows_call`)."""
+    takes_token_index = True
+    """``token_index`` is honoured: the layers run unpadded (:mod:`~omnidistill.models.unpadding`)."""
 
     def __init__(
         self, cfg: BertConfig, *, dtype=jnp.float32, attention_impl: str = "xla", remat: str = "none", scan: bool = False, rngs: nnx.Rngs
@@ -120,25 +123,31 @@ class BertEncoder(nnx.Module):
         rng: jax.Array | None = None,
         return_all_layers: bool = False,
         first_rows: int | None = None,
+        token_index: jax.Array | None = None,
     ) -> jax.Array | list[jax.Array]:
         """Last hidden state [B, S, H], or the embeddings plus every layer's output.
 
         ``segment_ids`` marks packed rows (several examples per row, 1, 2, ... and 0 for padding):
         attention stays within a segment and positions restart at each segment. ``first_rows``: the
         last hidden state of the first positions only, [B, first_rows, H] (see :func:`last_rows_call`).
+        ``token_index`` [G, t]: the layers run on the real tokens only (:class:`TokenLayout`); the
+        outputs are the same, padded.
         """
         if token_type_ids is None:
             token_type_ids = jnp.zeros_like(input_ids)
         mask = encoder_mask(attention_mask, segment_ids)
+        layout = None if token_index is None else TokenLayout.of(attention_mask, token_index)
+        inner = mask.unpadded(layout)
         positions = self.positions(input_ids, segment_ids)
         x = self.embeddings(input_ids, token_type_ids, positions, sub_rng(rng, 10_000))
         embedded = x
         x, states = run_layers(
             self.layers,
             x,
-            lambda layer, h, i: call_layer(layer, self.remat, h, mask, sub_rng(rng, i)),
+            lambda layer, h, i: call_layer(layer, self.remat, h, inner, sub_rng(rng, i)),
             collect=return_all_layers,
             last_call=last_rows_call(first_rows, lambda layer, h, i, rows: layer(h, mask, sub_rng(rng, i), rows)),
+            layout=layout,
         )
         return [embedded, *states] if return_all_layers else x[:, :first_rows]
 

@@ -27,6 +27,7 @@ from omnidistill.models.layers import (
 )
 from omnidistill.models.modernbert.config import LOCAL, ModernBertConfig
 from omnidistill.models.scan import layer_stack, run_layers
+from omnidistill.models.unpadding import TokenLayout, unpad
 
 _INIT = nnx.initializers.normal(0.02)
 
@@ -121,6 +122,8 @@ class ModernBertEncoder(nnx.Module):
 
     takes_first_rows = True
     """``first_rows`` is honoured (:func:`~omnidistill.models.layers.last_rows_call`)."""
+    takes_token_index = True
+    """``token_index`` is honoured: the layers run unpadded (:mod:`~omnidistill.models.unpadding`)."""
 
     def __init__(
         self,
@@ -151,24 +154,29 @@ class ModernBertEncoder(nnx.Module):
         rng: jax.Array | None = None,
         return_all_layers: bool = False,
         first_rows: int | None = None,
+        token_index: jax.Array | None = None,
     ) -> jax.Array | list[jax.Array]:
         """Final-norm hidden states [B, S, H] (or every layer's; ``first_rows``: [B, first_rows, H], see
         :func:`~omnidistill.models.layers.last_rows_call`). With ``segment_ids`` (packed rows),
-        attention stays within a segment and RoPE positions restart at each segment."""
+        attention stays within a segment and RoPE positions restart at each segment. ``token_index``
+        [G, t]: the layers run on the real tokens only (:class:`TokenLayout`), outputs padded."""
         del token_type_ids  # ModernBERT has no token types
         if input_ids.shape[1] > self.cfg.max_position_embeddings:
             raise ValueError(f"sequence length {input_ids.shape[1]} exceeds max_position_embeddings={self.cfg.max_position_embeddings}")
         mask = encoder_mask(attention_mask, segment_ids)
         positions = token_positions(input_ids, segment_ids)
+        layout = None if token_index is None else TokenLayout.of(attention_mask, token_index)
+        inner, inner_positions = mask.unpadded(layout), unpad(layout, jnp.broadcast_to(positions, input_ids.shape))
         x = self.embedding_norm(self.tok_embeddings(input_ids))
         x = dropout(x, self.cfg.embedding_dropout, sub_rng(rng, 10_000)).astype(self.dtype)
         embedded = x
         x, states = run_layers(
             self.layers,
             x,
-            lambda layer, h, i: call_layer(layer, self.remat, h, mask, positions, sub_rng(rng, i)),
+            lambda layer, h, i: call_layer(layer, self.remat, h, inner, inner_positions, sub_rng(rng, i)),
             collect=return_all_layers,
             last_call=last_rows_call(first_rows, lambda layer, h, i, rows: layer(h, mask, positions, sub_rng(rng, i), rows)),
+            layout=layout,
         )
         final = self.final_norm(x[:, :first_rows]).astype(self.dtype)
         return [embedded, *states[:-1], final] if return_all_layers else final
