@@ -94,6 +94,7 @@ def test_bench_compare_pairs_peer_and_ours_and_marks_targets(repo_root, tmp_path
         '"peak_GB": 30.0, "compiled_peak_GB": 12.0}\n'
         '{"model": "mbert", "framework": "omnidistill-jax", "infer_ex_s": 2500}\n'
         '{"model": "mbert", "framework": "omnidistill-jax", "mode": "varlen", "infer_ex_s": 4000}\n'
+        '{"model": "mbert", "framework": "omnidistill-jax", "mode": "varlen", "batch_tokens": 16384, "infer_ex_s": 3000}\n'
     )
     (tmp_path / "peer_varlen.jsonl").write_text(
         '{"model": "mbert", "compile": true, "mode": "varlen", "infer_ex_s": 2000}\n'
@@ -106,8 +107,9 @@ def test_bench_compare_pairs_peer_and_ours_and_marks_targets(repo_root, tmp_path
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    train_row, infer_row, varlen_row = [line for line in done.stdout.splitlines() if line.startswith("| mbert")]
+    train_row, infer_row, varlen_row, tokens_row = [line for line in done.stdout.splitlines() if line.startswith("| mbert")]
     assert varlen_row.startswith("| mbert [varlen] | 1,000 | 2,000 | 4,000 | 4.00× ✓ | 2.00× ✓")  # its own row, inference only
+    assert tokens_row.startswith("| mbert [varlen] tokens 16384 | 1,000 | 2,000 | 3,000 | 3.00× ✓ | 1.50× ✓")  # against the same peer
     assert "160,000" in train_row and "1.60× ✓" in train_row and "0.80× ✗" in train_row and "20.0 / 12.0" in train_row
     assert "2.50× ✓" in infer_row and "0.83× ✗" in infer_row
     assert "ettin" not in done.stdout
@@ -202,3 +204,16 @@ def test_bench_score_varlen_packed_batches_are_the_scorers(repo_root):
     padded_slots = sum(seq * 128 for seq, _ in varlen_batches(lengths, 128, 512, 32))
     assert packed_slots < padded_slots
     assert all(int(b["segment_ids"].max()) <= slots for b in batches if "segment_ids" in b)
+
+
+def test_bench_score_varlen_token_batches_are_the_scorers(repo_root):
+    """--varlen --batch-tokens takes its batches from the Scorer's own token batching: every token of
+    every item once, each batch within its budget, one shape per padded length."""
+    sys.path.insert(0, str(repo_root / "tools"))
+    from bench_cases import token_varlen_batches
+
+    lengths = [int(x) for x in (repo_root / "tools" / "score_lengths.txt").read_text().split()][:2048]
+    batches = token_varlen_batches(lengths, 512, 4096)
+    assert sum(int(b["attention_mask"].sum()) for b in batches) == sum(lengths)
+    assert all(b["token_index"].shape == (1, 4096) and b["attention_mask"].sum() <= 4096 for b in batches)
+    assert len({b["attention_mask"].shape for b in batches}) == len({b["attention_mask"].shape[1] for b in batches})

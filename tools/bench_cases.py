@@ -19,6 +19,7 @@ from jax._src.ad_checkpoint import saved_residuals  # public only as print_saved
 
 from omnidistill.config import LossConfig, MeshConfig, ModelConfig, OptimConfig
 from omnidistill.data.pipeline import bucket_length, packed_eval_dataset
+from omnidistill.data.token_batches import TokenBudget, collate_groups, plan_batches
 from omnidistill.eval.predict import inference_buckets, inference_packing
 from omnidistill.models.layers import resolve_attention
 from omnidistill.models.registry import get_family
@@ -331,6 +332,17 @@ def packed_varlen_batches(lengths: list[int], batch: int, max_length: int, pack_
     return [{k: v for k, v in b.items() if k != "index"} for b in ds], packing.max_segments
 
 
+def token_varlen_batches(lengths: list[int], max_length: int, batch_tokens: int) -> list[dict[str, np.ndarray]]:
+    """The Scorer's batches with ``eval.batch_tokens = batch_tokens`` on one device (attention masks and
+    ``token_index``) for items of these token counts."""
+    budget = TokenBudget(max(batch_tokens, max_length), 1, inference_buckets(max_length, 32))
+    items = sorted(min(n, max_length) for n in lengths)
+    examples = [{"input_ids": np.ones(n, np.int32), "index": i} for i, n in enumerate(items)]
+    plan = plan_batches(items, budget)
+    batches = [collate_groups([[examples[i] for i in group] for group in b], pad_id=0, budget=budget) for b in plan]
+    return [{"attention_mask": b["attention_mask"], "token_index": b["token_index"]} for b in batches]
+
+
 def bench_score_varlen(
     name: str,
     *,
@@ -341,12 +353,14 @@ def bench_score_varlen(
     attention: str = "auto",
     tiny: bool = False,
     pack_length: int = 0,
+    batch_tokens: int = 0,
 ) -> dict:
     """Scoring items of realistic lengths (the peer's ``--varlen`` case): the same lengths and batch
     size, batched as the Scorer batches them (sorted, padded per batch to a multiple of 32 tokens; a
     partial batch is filled with masked rows; with ``pack_length``, packed rows of that many tokens as
-    ``eval.pack_length`` packs them). Every shape is compiled before timing; one pass over all items is
-    timed ``steps`` times."""
+    ``eval.pack_length`` packs them; with ``batch_tokens``, batches of that many real tokens and the
+    layers unpadded, as ``eval.batch_tokens`` makes them, ``batch`` then unused). Every shape is
+    compiled before timing; one pass over all items is timed ``steps`` times."""
     model, hf = _model(name, tiny, dtype, attention)
     max_length = min(512, hf.get("max_position_embeddings", 512))
     graphdef, state = nnx.split(model, nnx.Param)
@@ -354,6 +368,8 @@ def bench_score_varlen(
     rng = np.random.default_rng(0)
     if pack_length:
         layouts, slots = packed_varlen_batches(lengths, batch, max_length, pack_length)
+    elif batch_tokens and model.takes_token_index:  # other families score in batches of items
+        layouts, slots = token_varlen_batches(lengths, max_length, batch_tokens), 1
     else:
         layouts, slots = [], 1
         for seq, group in varlen_batches(lengths, batch, max_length, 32):
@@ -392,6 +408,7 @@ def bench_score_varlen(
         s_per_1000=round(1000 * dt / items, 3),
         padding=round(1 - real_tokens / padded, 3),
         pack_length=pack_length,
+        batch_tokens=batch_tokens if "token_index" in batches[0] else 0,
         shapes=len({b["input_ids"].shape for b in batches}),
         device=jax.devices()[0].device_kind,
     )
@@ -449,6 +466,9 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
             "padded per batch as the Scorer pads; --seq is ignored, --steps is the number of timed passes (default 3)",
         )
         p.add_argument("--pack-length", type=int, default=0, help="--varlen: pack items into rows of this many tokens (eval.pack_length)")
+        p.add_argument(
+            "--batch-tokens", type=int, default=0, help="--varlen: batches of this many real tokens, layers unpadded (eval.batch_tokens)"
+        )
     p.add_argument("--tiny", action="store_true", help="tiny shapes (a smoke test that runs anywhere)")
     p.add_argument(
         "--case",
@@ -469,7 +489,7 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
     common = dict(batch=args.batch, seq=args.seq, steps=args.steps, dtype=args.dtype, attention=args.attention, tiny=args.tiny)
     if getattr(args, "varlen", None):
         lengths = [int(x) for x in Path(args.varlen).read_text(encoding="ascii").split()]
-        fn = partial(bench_score_varlen, lengths=lengths, pack_length=args.pack_length)
+        fn = partial(bench_score_varlen, lengths=lengths, pack_length=args.pack_length, batch_tokens=args.batch_tokens)
         common = dict(
             batch=args.batch, steps=3 if args.steps == 20 else args.steps, dtype=args.dtype, attention=args.attention, tiny=args.tiny
         )

@@ -5,7 +5,7 @@
 Peer lines carry ``compile``; ours carry ``framework: omnidistill-jax``. Lines of the realistic-length
 scoring case (``mode: varlen``: the peer's ``--varlen`` and ``tools/bench_score.py --varlen``) are
 compared as their own rows, ``MODEL [varlen]`` (and ours with ``--pack-length N`` as ``MODEL [varlen] packed N``,
-against the same peer figures). Prints a Markdown table for
+with ``--batch-tokens N`` as ``MODEL [varlen] tokens N``, against the same peer figures). Prints a Markdown table for
 training (tokens/s, ratio to the eager and compiled peer, MFU, peak memory) and one for inference
 (examples/s and ratios), with the issue's targets: training >= 1.5x eager and >= 1.2x compiled,
 inference >= 2x eager.
@@ -37,6 +37,8 @@ def read_rows(paths: list[str]) -> tuple[dict, dict, dict, dict]:
             name = row["model"] + (" [varlen]" if row.get("mode") == "varlen" else "")  # realistic lengths, dynamic padding
             if row.get("pack_length"):  # our packed rows: compared with the same peer rows as the padded ones
                 name += f" packed {row['pack_length']}"
+            if row.get("batch_tokens"):  # our batches filled by tokens, layers unpadded: the same peer rows too
+                name += f" tokens {row['batch_tokens']}"
             if row.get("framework") == "omnidistill-jax":
                 if "train_tok_s" in row:
                     train[name] = row
@@ -88,7 +90,7 @@ def tables(eager: dict, compiled: dict, train: dict, infer: dict) -> str:
         "|---|---:|---:|---:|---:|---:|",
     ]
     for n in names:
-        peer = n.split(" packed ")[0]
+        peer = n.split(" packed ")[0].split(" tokens ")[0]
         e, c, o = eager.get(peer, {}), compiled.get(peer, {}), infer.get(n, {})
         ours = o.get("infer_ex_s")
         out.append(

@@ -24,6 +24,7 @@ fi
 if want varlen; then
   python3 tools/bench_score.py --varlen $only | tee "$out/ours_varlen.jsonl"
   python3 tools/bench_score.py --varlen --pack-length 512 $only | tee "$out/ours_varlen_packed.jsonl"
+  python3 tools/bench_score.py --varlen --batch-tokens 16384 $only | tee "$out/ours_varlen_tokens.jsonl"
   python3 .whl/peer_bench_torch.py --varlen $only | tee "$out/peer_varlen_eager.jsonl"
   python3 .whl/peer_bench_torch.py --varlen --compile $only | tee "$out/peer_varlen_compile.jsonl"
 fi
@@ -39,7 +40,7 @@ if want large; then
   python3 tools/bench_train.py --only=bert-large --batch 64 --remat full,dots | tee "$out/ours_large_b64.jsonl"
 fi
 tables=()
-for f in peer_eager peer_compile ours_train ours_score peer_varlen_eager peer_varlen_compile ours_varlen ours_varlen_packed; do
+for f in peer_eager peer_compile ours_train ours_score peer_varlen_eager peer_varlen_compile ours_varlen ours_varlen_packed ours_varlen_tokens; do
   [[ -s "$out/$f.jsonl" ]] && tables+=("$out/$f.jsonl")
 done
 python3 tools/bench_compare.py "${tables[@]}" | tee "$out/table.md"

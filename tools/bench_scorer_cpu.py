@@ -124,6 +124,16 @@ def shape_times(folder: Path, shapes: list[tuple[int, int]], repeat: int) -> lis
     return rows
 
 
+def best_peer(seconds: dict[int, float], items: int, ours: float) -> dict:
+    """The fastest PyTorch batch size of those timed, its examples/s, and our ratio against it."""
+    size = min(seconds, key=seconds.get)
+    return {
+        "pytorch_best_batch_size": size,
+        "pytorch_best_ex_s": round(items / seconds[size], 1),
+        "ratio_vs_best": round(seconds[size] / ours, 2),
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", help="exported hf folder (default: MiniLM-L6 classifier)")
@@ -138,6 +148,13 @@ def main() -> None:
         type=int,
         default=EvalConfig.batch_tokens,
         help=f"Scorer batches of up to this many real tokens (eval.batch_tokens, default {EvalConfig.batch_tokens}; 0: --batch-size items)",
+    )
+    p.add_argument(
+        "--peer-batch-sizes",
+        type=lambda v: [int(x) for x in v.split(",") if x],
+        default=[],
+        metavar="N,N",
+        help="also time PyTorch at these batch sizes and report the ratio against its fastest",
     )
     p.add_argument("--shapes", action="store_true", help="instead: one forward pass at fixed shapes (32x64, 32x128, 32x256, 8x512)")
     args = p.parse_args()
@@ -167,6 +184,9 @@ def main() -> None:
         for _ in range(args.repeat):
             theirs, seconds = torch_scores(folder, texts, args.batch_size, scorer.max_length)
             torch_s = min(torch_s, seconds)
+        peer_sizes = {}  # PyTorch at other batch sizes: its best one, for a ratio that no batch size flatters
+        for size in args.peer_batch_sizes:
+            peer_sizes[size] = min(torch_scores(folder, texts, size, scorer.max_length)[1] for _ in range(args.repeat))
     n = len(records)
     print(
         json.dumps(
@@ -182,6 +202,7 @@ def main() -> None:
                 "omnidistill_ex_s": round(n / jax_s, 1),
                 "pytorch_ex_s": round(n / torch_s, 1),
                 "ratio": round(torch_s / jax_s, 2),
+                **(best_peer(peer_sizes | {args.batch_size: torch_s}, n, jax_s) if peer_sizes else {}),
                 "max_abs_score_diff": float(np.max(np.abs(ours - theirs))),
                 "target_ratio": 1.2 if args.varlen else 1.0,
             }

@@ -283,7 +283,7 @@ class EvalConfig:
     only to itself, keeps its own positions and is pooled on its own; scores equal the padded path's
     within float rounding) instead of one item per padded row; items longer than a row are padded as
     usual. 0: padded rows only."""
-    batch_tokens: int = 4096
+    batch_tokens: int = 2048
     """``eval`` and ``score`` with an encoder that runs unpadded (BERT, XLM-R, ModernBERT) and no
     ``pack_length``: batches of up to this many real tokens (items sorted by token count) instead of
     ``batch_size`` items, and the layers' per-token work on those tokens only (attention still per
