@@ -25,6 +25,7 @@ CASES = {
     # family, transformers prefix, config, pooling, scanned layers
     "bert": ("bert", "Bert", TINY_BERT, "cls", False),
     "bert-mean-scanned": ("bert", "Bert", TINY_BERT, "mean", True),
+    "bert-scanned": ("bert", "Bert", TINY_BERT, "cls", True),  # no unrolled last layer: every row, padded back
     "xlm_roberta": ("xlm_roberta", "XLMRoberta", xlmr.TINY, "cls", False),
     "modernbert-global_last": ("modernbert", "ModernBert", modernbert.TINY, "cls", False),
     "modernbert-local_last": ("modernbert", "ModernBert", {**modernbert.TINY, "num_hidden_layers": 3}, "cls", True),
