@@ -6,7 +6,7 @@
     # -> [{"informativeness": 4.1, "clarity": 4.6, "plausibility": 4.4, "faithfulness": 4.3}]
 
 Items are sorted by token count and batched, up to ``eval.batch_tokens`` real tokens a batch for an
-encoder that runs unpadded (BERT, XLM-R, ModernBERT: its layers' per-token work skips the padding),
+encoder that runs unpadded (BERT, XLM-R, DeBERTa, ModernBERT: its layers' per-token work skips the padding),
 ``batch_size`` items otherwise; each batch is padded to the next multiple of ``eval.length_step``
 tokens (one compiled function per padded length, reused across calls). Results come back in input
 order and are deterministic: the same inputs give the same scores, bit for bit, on the same device.

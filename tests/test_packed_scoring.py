@@ -34,7 +34,7 @@ def scorers(family: str, tokenizer, head: str = "linear_sigmoid") -> tuple[Score
     graphdef, state = nnx.split(model, nnx.Param)
     params, data = state.to_pure_dict(), DataConfig(max_length=MAX_LENGTH)
     # one padded shape (length_step = max_length) and one packed shape: two compiles per scorer
-    padded = Scorer(graphdef, params, tokenizer, data, batch_size=8, length_step=MAX_LENGTH)
+    padded = Scorer(graphdef, params, tokenizer, data, batch_size=8, length_step=MAX_LENGTH, batch_tokens=0)  # items, padded
     return padded, Scorer(graphdef, params, tokenizer, data, batch_size=8, length_step=MAX_LENGTH, pack_length=PACK_LENGTH)
 
 

@@ -124,6 +124,10 @@ class AttentionMask:
             raise ValueError("packed rows (segment_ids) are not unpadded: eval.batch_tokens is for padded batches")
         return dataclasses.replace(self, layout=layout)
 
+    def padded(self) -> AttentionMask:
+        """This mask for queries, keys and values in the padded [B, S] rows (no layout)."""
+        return self if self.layout is None else dataclasses.replace(self, layout=None)
+
 
 def encoder_mask(attention_mask: jax.Array, segment_ids: jax.Array | None) -> AttentionMask:
     """The attention mask of an encoder call: key padding, or block-diagonal for packed rows."""
@@ -351,8 +355,8 @@ def attention(
     if isinstance(mask, AttentionMask) and mask.layout is not None:
         if bias is not None:
             raise ValueError("unpadded attention takes no additive bias")
-        layout, padded = mask.layout, dataclasses.replace(mask, layout=None)
-        out = attention(layout.pad(q), layout.pad(k), layout.pad(v), padded, implementation, scale=scale, window=window)
+        layout = mask.layout
+        out = attention(layout.pad(q), layout.pad(k), layout.pad(v), mask.padded(), implementation, scale=scale, window=window)
         return layout.unpad(out)
     kernel = implementation if isinstance(implementation, AttentionKernel) else AttentionKernel(implementation)
     impl = resolve_attention(kernel.implementation, q.dtype, q.shape[1])

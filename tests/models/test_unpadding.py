@@ -14,6 +14,7 @@ from omnidistill.models.regressor import make_predict_fn
 from omnidistill.models.unpadding import TokenLayout
 from tests.models import test_deberta_v2_parity as deberta
 from tests.models import test_modernbert_parity as modernbert
+from tests.models import test_qwen3_parity as qwen3
 from tests.models import test_xlm_roberta_parity as xlmr
 from tests.models.hf_fixtures import TINY_BERT, flax_from_folder, random_batch, save_tiny
 from tests.models.test_first_rows import dot_shapes
@@ -30,6 +31,15 @@ CASES = {
     "modernbert-global_last": ("modernbert", "ModernBert", modernbert.TINY, "cls", False),
     "modernbert-local_last": ("modernbert", "ModernBert", {**modernbert.TINY, "num_hidden_layers": 3}, "cls", True),
     "modernbert-mean": ("modernbert", "ModernBert", {**modernbert.TINY, "num_hidden_layers": 3}, "mean", False),
+    "deberta_v3": ("deberta_v2", "DebertaV2", deberta.V3, "cls", False),
+    "deberta_absolute-mean": (
+        "deberta_v2",
+        "DebertaV2",
+        {**deberta.V3, "relative_attention": False, "pos_att_type": [], "norm_rel_ebd": "none"}
+        | {"position_biased_input": True, "type_vocab_size": 2},
+        "mean",
+        False,
+    ),
 }
 
 
@@ -91,10 +101,10 @@ def test_more_real_tokens_than_a_group_holds_is_refused():
 
 
 def test_families_that_cannot_run_unpadded_refuse_it_by_name(tmp_path):
-    folder = save_tiny(tmp_path / "deberta", "DebertaV2", deberta.V3, classification=True)
-    model = flax_from_folder(folder, "deberta_v2", groups=("encoder", "pooler", "classifier"), pooling="cls")
-    ids, mask = random_batch(deberta.V3["vocab_size"], batch=2, seq=9)
-    with pytest.raises(ValueError, match="'deberta_v2' does not run unpadded"):
+    folder = save_tiny(tmp_path / "qwen3", "Qwen3", qwen3.TINY)
+    model = flax_from_folder(folder, "qwen3", pooling="last_token")
+    ids, mask = random_batch(qwen3.TINY["vocab_size"], batch=2, seq=9)
+    with pytest.raises(ValueError, match="'qwen3' does not run unpadded"):
         model(ids, mask, token_index=token_index(mask, 1, 18))
     q = np.zeros((1, 4, 2, 8), np.float32)
     layout = TokenLayout.of(mask, token_index(mask, 1, 18))

@@ -31,6 +31,7 @@ from omnidistill.models.layers import (
     token_positions,
 )
 from omnidistill.models.scan import layer_stack, run_layers
+from omnidistill.models.unpadding import TokenLayout, unpad
 
 _INIT = nnx.initializers.normal(0.02)
 
@@ -145,6 +146,9 @@ class DisentangledAttention(nnx.Module):
         relative-position scores of those rows, computed as for every row)."""
         queries = x if rows is None else x[:, :rows]
         q, k, v = self._heads(self.query_proj(x)), self._heads(self.key_proj(x)), self._heads(self.value_proj(x))
+        layout, mask = mask.layout, mask.padded()  # unpadded projections: the position scores need the padded rows
+        if layout is not None:
+            q, k, v = layout.pad(q), layout.pad(k), layout.pad(v)
         scale = 1.0 / math.sqrt(self.cfg.head_dim * self.scale_factor)
         kernel = self.attention_impl
         if not (self.cfg.relative_attention and self.cfg.pos_att_type):
@@ -159,7 +163,7 @@ class DisentangledAttention(nnx.Module):
             if kernel.recompute_scores:  # the [B, N, S, S] position scores are recomputed too
                 biased_attention = jax.checkpoint(biased_attention)
             ctx = biased_attention(q, k, v, *self.position_keys(rel_emb))
-        ctx = ctx.reshape(queries.shape)
+        ctx = unpad(layout, ctx).reshape(queries.shape)
         out = dropout(self.output(ctx), self.cfg.hidden_dropout_prob, rng)
         return self.output_norm(out.astype(jnp.float32) + queries.astype(jnp.float32)).astype(x.dtype)
 
@@ -184,6 +188,9 @@ class DebertaV2Encoder(nnx.Module):
 
     takes_first_rows = True
     """``first_rows`` is honoured (:func:`~omnidistill.models.layers.last_rows_call`)."""
+    takes_token_index = True
+    """``token_index`` is honoured: projections and MLP run unpadded, the disentangled attention on the
+    padded rows (:mod:`~omnidistill.models.unpadding`)."""
 
     def __init__(
         self,
@@ -208,18 +215,30 @@ class DebertaV2Encoder(nnx.Module):
         self.dtype = dtype
 
     def __call__(
-        self, input_ids, attention_mask, token_type_ids=None, *, segment_ids=None, rng=None, return_all_layers=False, first_rows=None
+        self,
+        input_ids,
+        attention_mask,
+        token_type_ids=None,
+        *,
+        segment_ids=None,
+        rng=None,
+        return_all_layers=False,
+        first_rows=None,
+        token_index=None,
     ):
         """Last hidden state [B, S, H] (or every layer's; ``first_rows``: [B, first_rows, H], see
         :func:`~omnidistill.models.layers.last_rows_call`). With ``segment_ids`` (packed rows), attention
         stays within a segment; relative positions need no change, since i - j is the same within a
-        segment wherever it starts."""
+        segment wherever it starts. ``token_index`` [G, t]: the layers' per-token work runs on the real
+        tokens only (:class:`TokenLayout`), outputs padded."""
         if token_type_ids is None:
             token_type_ids = jnp.zeros_like(input_ids)
         seq = input_ids.shape[1]
         if not self.cfg.relative_attention and seq > self.cfg.max_position_embeddings:
             raise ValueError(f"sequence length {seq} exceeds max_position_embeddings={self.cfg.max_position_embeddings}")
         mask = encoder_mask(attention_mask, segment_ids)
+        layout = None if token_index is None else TokenLayout.of(attention_mask, token_index)
+        inner = mask.unpadded(layout)
         x = self.embeddings(input_ids, token_type_ids, attention_mask, token_positions(input_ids, segment_ids), sub_rng(rng, 10_000))
         rel_emb, columns = None, None
         if self.rel_embeddings is not None:
@@ -232,9 +251,10 @@ class DebertaV2Encoder(nnx.Module):
         x, states = run_layers(
             self.layers,
             x,
-            lambda layer, h, i: call_layer(layer, self.remat, h, mask, rel_emb, columns, sub_rng(rng, i)),
+            lambda layer, h, i: call_layer(layer, self.remat, h, inner, rel_emb, columns, sub_rng(rng, i)),
             collect=return_all_layers,
             last_call=last_rows_call(first_rows, lambda layer, h, i, rows: layer(h, mask, rel_emb, columns, sub_rng(rng, i), rows)),
+            layout=layout,
         )
         return [embedded, *states] if return_all_layers else x[:, :first_rows]
 
