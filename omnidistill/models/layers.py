@@ -246,25 +246,30 @@ def blocked_attention(
     scale = d**-0.5 if scale is None else scale
     group = n // k.shape[2]
     heads = lambda x: jnp.moveaxis(x, 2, 1)  # [B, S, N, D] -> [B, N, S, D]
+    fold = q.dtype == jnp.float32  # scale the [S, D] queries rather than the [S, S] scores (same in fp32 to rounding)
+    q = q * jnp.asarray(scale, q.dtype) if fold else q
     q, k, v = heads(q), jnp.repeat(heads(k), group, axis=1), jnp.repeat(heads(v), group, axis=1)
     rows = jnp.arange(s)
     band = None if window is None else jnp.abs(rows[:, None] - rows[None, :]) <= window
     per_call = max(1, BLOCK_SCORES // (sq * s))  # heads computed together
+    lowest = jnp.finfo(jnp.float32).min
 
-    def one_head(keep: jax.Array, xs: tuple) -> jax.Array:
+    def one_head(masked: jax.Array, xs: tuple) -> jax.Array:
         qh, kh, vh, bh = xs
-        logits = jnp.dot(qh, kh.T, preferred_element_type=jnp.float32) * scale
+        logits = jnp.dot(qh, kh.T, preferred_element_type=jnp.float32)
+        logits = logits if fold else logits * scale
         if bh is not None:
             logits = logits + bh.astype(jnp.float32)
-        logits = jnp.where(keep, logits, jnp.finfo(jnp.float32).min)
+        logits = logits + masked  # 0 where kept, the lowest float where masked: one add, no select per head
         weights = jnp.exp(logits - logits.max(axis=-1, keepdims=True))
         out = jnp.dot(weights.astype(vh.dtype), vh, preferred_element_type=jnp.float32) / weights.sum(axis=-1, keepdims=True)
         return out.astype(qh.dtype)
 
     def one_row(xs: tuple) -> jax.Array:
         qb, kb, vb, mb, bb = xs
-        keep = jnp.broadcast_to(mb[0], (sq, s)) if band is None else mb[0] & band
-        return jax.lax.map(functools.partial(one_head, keep), (qb, kb, vb, bb), batch_size=min(n, per_call))
+        keep = mb[0] if band is None else mb[0] & band  # [1 or sq, S]
+        masked = jnp.where(keep, 0.0, lowest).astype(jnp.float32)
+        return jax.lax.map(functools.partial(one_head, masked), (qb, kb, vb, bb), batch_size=min(n, per_call))
 
     out = jax.lax.map(one_row, (q, k, v, jnp.asarray(mask), bias), batch_size=max(1, min(b, per_call // n)))  # [B, N, S, D]
     return jnp.moveaxis(out, 1, 2)
