@@ -11,7 +11,7 @@ from omnidistill.config import ConfigError
 
 PACK_HELP = "pack items into rows of N tokens (several per row, same scores; 0: one padded item per row; default: {default})"
 TOKENS_HELP = (
-    "batches of up to N real tokens, the encoder's layers skipping the padding (BERT, XLM-R, DeBERTa, ModernBERT; same scores;"
+    "batches of up to N real tokens per device, the encoder's layers skipping the padding (BERT, XLM-R, DeBERTa, ModernBERT; same scores;"
     " 0: batches of --batch-size items; default: {default})"
 )
 

@@ -5,7 +5,7 @@
     scorer.score(candidates=["Paris is the capital."], questions=["What is the capital of France?"])
     # -> [{"informativeness": 4.1, "clarity": 4.6, "plausibility": 4.4, "faithfulness": 4.3}]
 
-Items are sorted by token count and batched, up to ``eval.batch_tokens`` real tokens a batch for an
+Items are sorted by token count and batched, up to ``eval.batch_tokens`` real tokens per device a batch for an
 encoder that runs unpadded (BERT, XLM-R, DeBERTa, ModernBERT: its layers' per-token work skips the padding),
 ``batch_size`` items otherwise; each batch is padded to the next multiple of ``eval.length_step``
 tokens (one compiled function per padded length, reused across calls). Results come back in input
@@ -112,7 +112,7 @@ class Scorer:
     pack_length: int = 0
     """> 0: several items per row of this many tokens (``eval.pack_length``); 0: one item per padded row."""
     batch_tokens: int = EvalConfig.batch_tokens
-    """Batches of up to this many real tokens, the encoder's layers unpadded (``eval.batch_tokens``;
+    """Batches of up to this many real tokens per batch shard, the encoder's layers unpadded (``eval.batch_tokens``;
     an encoder that can, and no packing); 0: batches of ``batch_size`` items."""
 
     def __post_init__(self) -> None:

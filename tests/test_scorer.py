@@ -111,7 +111,7 @@ def test_batches_filled_by_tokens_score_as_batches_of_items(run_and_export, repo
     run, hf = run_and_export
     records = read_records(repo_root / "data" / "sample" / "test.jsonl")[0][:64]
     by_tokens, by_items = Scorer.load(hf, batch_tokens=512), Scorer.load(hf, batch_tokens=0)
-    assert by_tokens.budget.groups == len(jax.devices()) and by_items.budget is None
+    assert by_tokens.budget.groups == len(jax.devices()) and by_tokens.budget.per_group == 512 and by_items.budget is None
     a, b = by_tokens.score_records(records), by_items.score_records(records)
     assert np.max(np.abs(a - b)) <= 1e-5 and np.max(np.abs(a - a[::-1])) > 1e-3
     data = tmp_path / "in.jsonl"

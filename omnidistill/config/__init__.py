@@ -284,11 +284,11 @@ class EvalConfig:
     within float rounding) instead of one item per padded row; items longer than a row are padded as
     usual. 0: padded rows only."""
     batch_tokens: int = 2048
-    """``eval`` and ``score`` with an encoder that runs unpadded (the encoders: BERT, XLM-R, DeBERTa, ModernBERT) and no
-    ``pack_length``: batches of up to this many real tokens (items sorted by token count) instead of
-    ``batch_size`` items, and the layers' per-token work on those tokens only (attention still per
-    padded item). Scores equal the padded path's within float rounding. 0: batches of ``batch_size``
-    padded items. The decoders always batch by items."""
+    """``eval`` and ``score`` with an encoder that runs unpadded (BERT, XLM-R, DeBERTa, ModernBERT) and
+    no ``pack_length``: batches of up to this many real tokens per batch shard (device; items sorted by
+    token count) instead of ``batch_size`` items, and the layers' per-token work on those tokens only
+    (attention still per padded item). Scores equal the padded path's within float rounding. 0:
+    batches of ``batch_size`` padded items. The decoders always batch by items."""
     lang_weights: str | None = None
     """L-MAE weights: a JSON/YAML file mapping language -> weight (e.g. OmniScore Table 14's test counts);
     default: the evaluated items of each language."""

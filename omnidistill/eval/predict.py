@@ -32,13 +32,13 @@ UNPADDED_INPUTS = (*MODEL_INPUTS, "token_index")
 
 
 def token_budget(batch_tokens: int, mesh: Mesh, buckets: Sequence[int], *, unpadded: bool = True) -> TokenBudget | None:
-    """``eval.batch_tokens`` as a :class:`TokenBudget` with one group per batch shard of ``mesh``, each
-    of at least the longest padded length; None (batches of items) when it is 0 or the model cannot
-    run ``unpadded`` (an encoder without ``takes_token_index``, or packed rows)."""
+    """``eval.batch_tokens`` real tokens per batch shard of ``mesh`` (at least the longest padded
+    length) as a :class:`TokenBudget` with one group per shard; None (batches of items) when it is 0 or
+    the model cannot run ``unpadded`` (an encoder without ``takes_token_index``, or packed rows)."""
     if batch_tokens <= 0 or not unpadded:
         return None
     shards = mesh.shape["data"] * mesh.shape["fsdp"]
-    return TokenBudget(max(-(-batch_tokens // shards), max(buckets)) * shards, shards, tuple(buckets))
+    return TokenBudget(max(batch_tokens, max(buckets)) * shards, shards, tuple(buckets))
 
 
 def input_keys(batch: dict[str, Any]) -> tuple[str, ...]:

@@ -13,11 +13,11 @@ from omnidistill.models.layers import AttentionMask, attention
 from omnidistill.models.regressor import make_predict_fn
 from omnidistill.models.unpadding import TokenLayout
 from tests.models import test_deberta_v2_parity as deberta
+from tests.models import test_first_rows as first_rows
 from tests.models import test_modernbert_parity as modernbert
 from tests.models import test_qwen3_parity as qwen3
 from tests.models import test_xlm_roberta_parity as xlmr
 from tests.models.hf_fixtures import TINY_BERT, flax_from_folder, random_batch, save_tiny
-from tests.models.test_first_rows import dot_shapes
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -32,14 +32,7 @@ CASES = {
     "modernbert-local_last": ("modernbert", "ModernBert", {**modernbert.TINY, "num_hidden_layers": 3}, "cls", True),
     "modernbert-mean": ("modernbert", "ModernBert", {**modernbert.TINY, "num_hidden_layers": 3}, "mean", False),
     "deberta_v3": ("deberta_v2", "DebertaV2", deberta.V3, "cls", False),
-    "deberta_absolute-mean": (
-        "deberta_v2",
-        "DebertaV2",
-        {**deberta.V3, "relative_attention": False, "pos_att_type": [], "norm_rel_ebd": "none"}
-        | {"position_biased_input": True, "type_vocab_size": 2},
-        "mean",
-        False,
-    ),
+    "deberta_absolute-mean": ("deberta_v2", "DebertaV2", first_rows.CASES["deberta_absolute"][2], "mean", False),
 }
 
 
@@ -75,7 +68,7 @@ def test_unpadded_layers_give_what_transformers_gives(tmp_path, case):
         np.testing.assert_allclose(hidden[mask > 0], hf_hidden[mask > 0], atol=1e-5)
         batch = {"input_ids": ids, "attention_mask": mask, "token_index": index}
         np.testing.assert_allclose(np.asarray(predict(params, batch)), padded, atol=1e-5)
-        shapes = dot_shapes(jax.make_jaxpr(make_predict_fn(graphdef))(params, batch).jaxpr)
+        shapes = first_rows.dot_shapes(jax.make_jaxpr(make_predict_fn(graphdef))(params, batch).jaxpr)
         assert (groups, tokens, arch["hidden_size"]) in shapes  # the projections ran on the unpadded tokens
 
 
