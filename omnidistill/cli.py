@@ -251,7 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="output JSONL: each input item plus its scores")
     p.add_argument("--batch-size", type=int, default=64, help="items per batch where batches are not filled by tokens (default 64)")
     p.add_argument(
-        "--batch-tokens", type=int, metavar="N", help=TOKENS_HELP.format(default="a run's eval.batch_tokens; 2048 for an exported folder")
+        "--batch-tokens",
+        type=int,
+        metavar="N",
+        help=TOKENS_HELP.format(default="a run's eval.batch_tokens; else 2048 on one device, 0 on several"),
     )
     p.add_argument("--skip-invalid", action="store_true", help="skip malformed lines (counted) instead of failing on the first")
     p.add_argument(

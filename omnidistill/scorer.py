@@ -5,7 +5,7 @@
     scorer.score(candidates=["Paris is the capital."], questions=["What is the capital of France?"])
     # -> [{"informativeness": 4.1, "clarity": 4.6, "plausibility": 4.4, "faithfulness": 4.3}]
 
-Items are sorted by token count and batched, up to ``eval.batch_tokens`` real tokens per device a batch for an
+Items are sorted by token count and batched, up to ``eval.batch_tokens`` real tokens per device (2048 on one device) for an
 encoder that runs unpadded (BERT, XLM-R, DeBERTa, ModernBERT: its layers' per-token work skips the padding),
 ``batch_size`` items otherwise; each batch is padded to the next multiple of ``eval.length_step``
 tokens (one compiled function per padded length, reused across calls). Results come back in input
@@ -28,7 +28,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from omnidistill.config import DataConfig, EvalConfig, MeshConfig
+from omnidistill.config import DataConfig, MeshConfig
 from omnidistill.data.level_dist import level_std
 from omnidistill.data.schema import Record
 from omnidistill.data.tokenize import RecordEncoder, count_truncated
@@ -111,9 +111,10 @@ class Scorer:
     """Batches (sorted by token count) pad to the next multiple of this many tokens (``eval.length_step``)."""
     pack_length: int = 0
     """> 0: several items per row of this many tokens (``eval.pack_length``); 0: one item per padded row."""
-    batch_tokens: int = EvalConfig.batch_tokens
-    """Batches of up to this many real tokens per batch shard, the encoder's layers unpadded (``eval.batch_tokens``;
-    an encoder that can, and no packing); 0: batches of ``batch_size`` items."""
+    batch_tokens: int | None = None
+    """Batches of up to this many real tokens per batch shard, the encoder's layers unpadded
+    (``eval.batch_tokens``; an encoder that can, and no packing); 0: batches of ``batch_size`` items;
+    None: 2048 on one batch shard, 0 on several."""
 
     def __post_init__(self) -> None:
         self.mesh = build_mesh(MeshConfig())
@@ -143,8 +144,8 @@ class Scorer:
         """From a run directory (``config.yaml`` + orbax checkpoints), or an exported ``hf`` or
         ``omniscore`` folder (``config.json``). ``pack_length``: packed rows of that many tokens (0: padded
         rows; default: the run's ``eval.pack_length``, 0 for an exported folder). ``batch_tokens``:
-        real tokens per batch for an encoder that runs unpadded (0: ``batch_size`` items; default: the
-        run's ``eval.batch_tokens``, :attr:`EvalConfig.batch_tokens` for an exported folder)."""
+        real tokens per batch shard for an encoder that runs unpadded (0: ``batch_size`` items; default:
+        the run's ``eval.batch_tokens``; unset: 2048 on one batch shard, 0 on several)."""
         path = Path(path)
         if is_run_directory(path):
             from omnidistill.runs.load import load_trained
@@ -160,7 +161,6 @@ class Scorer:
             published = load_published(path)
             graphdef, state = nnx.split(published.model, nnx.Param)
             tokenizer = load_tokenizer(str(path))
-            tokens = EvalConfig.batch_tokens if batch_tokens is None else batch_tokens
             return cls(
                 graphdef,
                 state.to_pure_dict(),
@@ -169,7 +169,7 @@ class Scorer:
                 batch_size,
                 str(path),
                 pack_length=pack_length or 0,
-                batch_tokens=tokens,
+                batch_tokens=batch_tokens,
             )
         raise FileNotFoundError(f"{path}: neither an omnidistill run directory nor a Hugging Face model folder")
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from omnidistill.config import EvalConfig
+from omnidistill.eval.predict import DEFAULT_BATCH_TOKENS
 
 
 def minilm_classifier(folder: Path) -> Path:
@@ -146,8 +146,8 @@ def main() -> None:
     p.add_argument(
         "--batch-tokens",
         type=int,
-        default=EvalConfig.batch_tokens,
-        help=f"Scorer batches of up to this many real tokens (eval.batch_tokens, default {EvalConfig.batch_tokens}; 0: --batch-size items)",
+        default=DEFAULT_BATCH_TOKENS,
+        help=f"Scorer batches of up to this many real tokens (eval.batch_tokens, default {DEFAULT_BATCH_TOKENS}; 0: --batch-size items)",
     )
     p.add_argument(
         "--peer-batch-sizes",

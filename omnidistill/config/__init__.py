@@ -283,12 +283,13 @@ class EvalConfig:
     only to itself, keeps its own positions and is pooled on its own; scores equal the padded path's
     within float rounding) instead of one item per padded row; items longer than a row are padded as
     usual. 0: padded rows only."""
-    batch_tokens: int = 2048
+    batch_tokens: int | None = None
     """``eval`` and ``score`` with an encoder that runs unpadded (BERT, XLM-R, DeBERTa, ModernBERT) and
     no ``pack_length``: batches of up to this many real tokens per batch shard (device; items sorted by
     token count) instead of ``batch_size`` items, and the layers' per-token work on those tokens only
     (attention still per padded item). Scores equal the padded path's within float rounding. 0:
-    batches of ``batch_size`` padded items. The decoders always batch by items."""
+    batches of ``batch_size`` padded items. Unset: 2048 on one batch shard, 0 on several (there
+    batches close at each padded length with most shards idle). The decoders always batch by items."""
     lang_weights: str | None = None
     """L-MAE weights: a JSON/YAML file mapping language -> weight (e.g. OmniScore Table 14's test counts);
     default: the evaluated items of each language."""

@@ -31,13 +31,22 @@ UNPADDED_INPUTS = (*MODEL_INPUTS, "token_index")
 """What it receives for batches filled by tokens (the encoder's layers run unpadded)."""
 
 
-def token_budget(batch_tokens: int, mesh: Mesh, buckets: Sequence[int], *, unpadded: bool = True) -> TokenBudget | None:
+DEFAULT_BATCH_TOKENS = 2048
+"""``eval.batch_tokens`` when unset, on one batch shard: the best budget measured on CPU
+(docs/benchmarks.md)."""
+
+
+def token_budget(batch_tokens: int | None, mesh: Mesh, buckets: Sequence[int], *, unpadded: bool = True) -> TokenBudget | None:
     """``eval.batch_tokens`` real tokens per batch shard of ``mesh`` (at least the longest padded
-    length) as a :class:`TokenBudget` with one group per shard; None (batches of items) when it is 0 or
-    the model cannot run ``unpadded`` (an encoder without ``takes_token_index``, or packed rows)."""
+    length) as a :class:`TokenBudget` with one group per shard. None (batches of items) when it is 0,
+    when the model cannot run ``unpadded`` (an encoder without ``takes_token_index``, or packed rows),
+    or when it is unset (None) and the mesh has several batch shards: there a batch closes at each new
+    padded length with most shards' groups empty, which costs more than it saves on small inputs."""
+    shards = mesh.shape["data"] * mesh.shape["fsdp"]
+    if batch_tokens is None:
+        batch_tokens = DEFAULT_BATCH_TOKENS if shards == 1 else 0
     if batch_tokens <= 0 or not unpadded:
         return None
-    shards = mesh.shape["data"] * mesh.shape["fsdp"]
     return TokenBudget(max(batch_tokens, max(buckets)) * shards, shards, tuple(buckets))
 
 
