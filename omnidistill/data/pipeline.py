@@ -66,9 +66,9 @@ def collate(examples: Sequence[dict[str, np.ndarray]], *, pad_id: int, buckets: 
 
 
 def process_slice(batch: dict[str, np.ndarray], process_index: int, process_count: int) -> dict[str, np.ndarray]:
-    """This process's contiguous share of a global batch."""
-    rows = process_rows(batch["input_ids"].shape[0], process_index, process_count)
-    return {k: v[rows] for k, v in batch.items()}
+    """This process's contiguous share of a global batch: of each array's leading axis, which is the
+    batch's rows (or, for ``token_index``, its groups, one per batch shard, whose rows are contiguous)."""
+    return {k: v[process_rows(v.shape[0], process_index, process_count)] for k, v in batch.items()}
 
 
 def _with_record_index(count: int, index: int, record: Record) -> tuple[int, Record]:

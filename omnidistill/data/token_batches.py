@@ -20,8 +20,7 @@ from functools import partial
 import grain
 import numpy as np
 
-from omnidistill.data.pipeline import EncodeRecord, bucket_length
-from omnidistill.data.process_share import process_rows
+from omnidistill.data.pipeline import EncodeRecord, bucket_length, process_slice
 from omnidistill.data.schema import Record
 from omnidistill.data.tokenize import RecordEncoder
 
@@ -113,12 +112,6 @@ def collate_groups(groups: Sequence[Sequence[dict[str, np.ndarray]]], *, pad_id:
     return {"input_ids": ids, "attention_mask": mask, "token_index": token_index(mask, budget.groups, budget.per_group), "index": index}
 
 
-def _process_share(batch: dict[str, np.ndarray], process_index: int, process_count: int) -> dict[str, np.ndarray]:
-    """This process's rows, and its groups in ``token_index`` (whole groups: the batch shards divide
-    over the processes, and a group's rows are contiguous)."""
-    return {k: v[process_rows(v.shape[0], process_index, process_count)] for k, v in batch.items()}
-
-
 def token_eval_dataset(
     records: Sequence[Record], encoder: RecordEncoder, *, budget: TokenBudget, process_index: int = 0, process_count: int = 1
 ) -> grain.MapDataset:
@@ -129,4 +122,4 @@ def token_eval_dataset(
     plan = plan_batches([len(e["input_ids"]) for e in examples], budget)
     batches = [[[examples[i] for i in group] for group in batch] for batch in plan]
     ds = grain.MapDataset.source(batches).map(partial(collate_groups, pad_id=encoder.pad_id, budget=budget))
-    return ds.map(partial(_process_share, process_index=process_index, process_count=process_count))
+    return ds.map(partial(process_slice, process_index=process_index, process_count=process_count))

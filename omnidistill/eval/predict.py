@@ -14,8 +14,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
-from omnidistill.data.pipeline import InferencePacking, eval_dataset, packed_eval_dataset
-from omnidistill.data.process_share import process_rows
+from omnidistill.data.pipeline import InferencePacking, eval_dataset, packed_eval_dataset, process_slice
 from omnidistill.data.schema import Record
 from omnidistill.data.token_batches import TokenBudget, token_eval_dataset
 from omnidistill.data.tokenize import RecordEncoder
@@ -162,7 +161,7 @@ def warm_up(
                 batches[-1]["segment_ids"] = np.ones((rows, length), np.int32)
     sharding = batch_sharding(mesh)
     for batch in batches:
-        local = {k: v[process_rows(v.shape[0], jax.process_index(), jax.process_count())] for k, v in batch.items()}
+        local = process_slice(batch, jax.process_index(), jax.process_count())
         jax.block_until_ready(predict_fn(params, {k: global_batch_array(v, sharding) for k, v in local.items()}))
 
 
