@@ -25,7 +25,6 @@ transformers = pytest.importorskip("transformers")
 CASES = {
     # family, transformers prefix, config, pooling, scanned layers
     "bert": ("bert", "Bert", TINY_BERT, "cls", False),
-    "bert-mean-scanned": ("bert", "Bert", TINY_BERT, "mean", True),
     "bert-scanned": ("bert", "Bert", TINY_BERT, "cls", True),  # no unrolled last layer: every row, padded back
     "xlm_roberta": ("xlm_roberta", "XLMRoberta", xlmr.TINY, "cls", False),
     "modernbert-global_last": ("modernbert", "ModernBert", modernbert.TINY, "cls", False),
@@ -61,7 +60,7 @@ def test_unpadded_layers_give_what_transformers_gives(tmp_path, case):
     if pooling == "cls":
         np.testing.assert_allclose(padded, hf_scores, atol=1e-5)
 
-    for groups in (1, 2):  # one group per batch shard
+    for groups in (1, 2) if case == "bert" else (2,):  # one group per batch shard: one device, and two groups in every case
         tokens = int(mask.reshape(groups, -1).sum(axis=1).max()) + 3  # a few filler slots
         index = token_index(mask, groups, tokens)
         hidden = np.asarray(model.encoder(ids, mask, token_index=index))
