@@ -123,6 +123,15 @@ def test_batches_filled_by_tokens_score_as_batches_of_items(run_and_export, repo
     np.testing.assert_allclose(written, b, atol=1e-5)
 
 
+def test_unset_batch_tokens_fill_by_tokens_only_on_one_cpu_shard():
+    """The measured default (2,048 real tokens) applies on one CPU batch shard; several shards, and GPU or
+    TPU (no budget measured there yet), keep batches of items unless ``eval.batch_tokens`` is set."""
+    from omnidistill.eval.predict import DEFAULT_BATCH_TOKENS, default_batch_tokens
+
+    assert default_batch_tokens(1, "cpu") == DEFAULT_BATCH_TOKENS
+    assert [default_batch_tokens(8, "cpu"), default_batch_tokens(1, "gpu"), default_batch_tokens(1, "tpu")] == [0, 0, 0]
+
+
 def test_batches_are_sorted_by_tokens_not_characters(run_and_export):
     """A long word is one token and a short spaced string many: token counts decide the batching, and the
     one partial batch holds the shortest inputs."""

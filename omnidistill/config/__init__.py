@@ -288,8 +288,9 @@ class EvalConfig:
     no ``pack_length``: batches of up to this many real tokens per batch shard (device; items sorted by
     token count) instead of ``batch_size`` items, and the layers' per-token work on those tokens only
     (attention still per padded item). Scores equal the padded path's within float rounding. 0:
-    batches of ``batch_size`` padded items. Unset: 2048 on one batch shard, 0 on several (there
-    batches close at each padded length with most shards idle). The decoders always batch by items."""
+    batches of ``batch_size`` padded items. Unset: 2048 on one CPU batch shard, else 0 (on several
+    shards batches close at each padded length with most shards idle; on GPU and TPU no budget is
+    measured yet). The decoders always batch by items."""
     lang_weights: str | None = None
     """L-MAE weights: a JSON/YAML file mapping language -> weight (e.g. OmniScore Table 14's test counts);
     default: the evaluated items of each language."""

@@ -31,19 +31,26 @@ UNPADDED_INPUTS = (*MODEL_INPUTS, "token_index")
 
 
 DEFAULT_BATCH_TOKENS = 2048
-"""``eval.batch_tokens`` when unset, on one batch shard: the best budget measured on CPU
+"""``eval.batch_tokens`` when unset, on one CPU batch shard: the best budget measured on CPU
 (docs/benchmarks.md)."""
+
+
+def default_batch_tokens(shards: int, platform: str) -> int:
+    """``eval.batch_tokens`` when unset: :data:`DEFAULT_BATCH_TOKENS` on one CPU batch shard, else 0
+    (batches of items). On several shards a batch closes at each new padded length with most shards'
+    groups empty, which costs more than it saves on small inputs; on GPU and TPU no budget has been
+    measured against the item batches yet (``tools/bench_device.sh`` times one), so they keep those."""
+    return DEFAULT_BATCH_TOKENS if shards == 1 and platform == "cpu" else 0
 
 
 def token_budget(batch_tokens: int | None, mesh: Mesh, buckets: Sequence[int], *, unpadded: bool = True) -> TokenBudget | None:
     """``eval.batch_tokens`` real tokens per batch shard of ``mesh`` (at least the longest padded
     length) as a :class:`TokenBudget` with one group per shard. None (batches of items) when it is 0,
     when the model cannot run ``unpadded`` (an encoder without ``takes_token_index``, or packed rows),
-    or when it is unset (None) and the mesh has several batch shards: there a batch closes at each new
-    padded length with most shards' groups empty, which costs more than it saves on small inputs."""
+    or when it is unset (None) and :func:`default_batch_tokens` gives 0 for the mesh."""
     shards = mesh.shape["data"] * mesh.shape["fsdp"]
     if batch_tokens is None:
-        batch_tokens = DEFAULT_BATCH_TOKENS if shards == 1 else 0
+        batch_tokens = default_batch_tokens(shards, mesh.devices.flat[0].platform)
     if batch_tokens <= 0 or not unpadded:
         return None
     return TokenBudget(max(batch_tokens, max(buckets)) * shards, shards, tuple(buckets))
