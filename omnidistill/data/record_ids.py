@@ -27,8 +27,9 @@ class IdCounter:
 
     def repeats(self) -> int:
         """How many records share their id with an earlier record."""
-        hashes = np.frombuffer(self._hashes, np.int64) if len(self._hashes) else np.zeros(0, np.int64)
-        return int(len(hashes) - len(np.unique(hashes)))
+        hashes = np.array(self._hashes, np.int64)  # one copy, sorted in place (np.unique's temporaries peaked at 7x the ids)
+        hashes.sort()
+        return int(np.count_nonzero(hashes[1:] == hashes[:-1]))
 
 
 def first_repeats(located: Iterable[tuple[str, str]], limit: int = 3) -> list[str]:
