@@ -318,9 +318,8 @@ class _LengthEncoder:
 
     pad_id = 0
 
-    def __call__(self, record: int) -> dict[str, np.ndarray]:
-        zeros, dist = np.zeros(4, np.float32), np.zeros((4, 5), np.float32)
-        return {"input_ids": np.ones(int(record), np.int32), "labels": zeros, "label_mask": zeros, "label_dist": dist}
+    def token_ids_many(self, records: list[int]) -> list[np.ndarray]:
+        return [np.ones(int(n), np.int32) for n in records]
 
 
 def packed_varlen_batches(lengths: list[int], batch: int, max_length: int, pack_length: int) -> tuple[list[dict[str, np.ndarray]], int]:

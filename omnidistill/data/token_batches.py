@@ -20,7 +20,7 @@ from functools import partial
 import grain
 import numpy as np
 
-from omnidistill.data.pipeline import EncodeRecord, bucket_length, process_slice
+from omnidistill.data.pipeline import bucket_length, inference_examples, process_slice
 from omnidistill.data.schema import Record
 from omnidistill.data.tokenize import RecordEncoder
 
@@ -117,8 +117,7 @@ def token_eval_dataset(
 ) -> grain.MapDataset:
     """One ordered pass over ``records`` in batches of at most ``budget.tokens`` real tokens (sorted by
     token count, :func:`plan_batches`); ``index`` maps rows back to records."""
-    encode = EncodeRecord(encoder)
-    examples = sorted((encode.map((i, r)) for i, r in enumerate(records)), key=lambda e: len(e["input_ids"]))
+    examples = sorted(inference_examples(records, encoder), key=lambda e: len(e["input_ids"]))
     plan = plan_batches([len(e["input_ids"]) for e in examples], budget)
     batches = [[[examples[i] for i in group] for group in batch] for batch in plan]
     ds = grain.MapDataset.source(batches).map(partial(collate_groups, pad_id=encoder.pad_id, budget=budget))

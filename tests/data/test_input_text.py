@@ -81,6 +81,8 @@ def test_training_ids_equal_every_consumers_ids(tokenizer_dirs, records, kind, l
     lengths = encoders["right"].full_lengths(records)
     assert any(n > MAX_LENGTH for n in lengths) and any(n <= MAX_LENGTH for n in lengths)
     for truncation, encoder in encoders.items():
+        batched = [ids.tolist() for ids in encoder.token_ids_many(records)]  # what scoring uses: one tokenizer call
+        assert batched == [encoder(r)["input_ids"].tolist() for r in records], truncation
         for record, n, their_ids in zip(records, lengths, theirs, strict=True):
             ours = encoder(record)["input_ids"].tolist()
             if truncation == "right" or n <= MAX_LENGTH:
