@@ -24,7 +24,6 @@ import numpy as np
 
 from omnidistill.data.schema import DataError, Record
 from omnidistill.data.sources import RecordStream, refuse_duplicate_ids
-from omnidistill.data.tokenize import count_truncated
 from omnidistill.dimensions import DIMENSIONS
 
 log = logging.getLogger(__name__)
@@ -134,8 +133,8 @@ def score_file(
         bar = tqdm(desc="score", unit="item", initial=kept, dynamic_ncols=True)
     with output.open("a" if resuming else "w", encoding="utf-8") as f:
         for batch in _chunks(records, chunk):
-            truncated += count_truncated(scorer.encoder, batch)["truncated"]
             predicted = scorer.predict(batch)
+            truncated += predicted.truncated
             scores, std = predicted.scores, predicted.uncertainty
             f.write("".join(score_line(r, s, None if std is None else std[i]) for i, (r, s) in enumerate(zip(batch, scores, strict=True))))
             f.flush()

@@ -31,13 +31,13 @@ from flax import nnx
 from omnidistill.config import DataConfig, MeshConfig
 from omnidistill.data.level_dist import level_std
 from omnidistill.data.schema import Record
-from omnidistill.data.tokenize import RecordEncoder, count_truncated
+from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
 from omnidistill.eval.predict import (
     inference_buckets,
     inference_packing,
     jitted_predict_fn,
-    predict_records,
+    predict_ids,
     token_budget,
     used_buckets,
     warm_up,
@@ -89,6 +89,8 @@ class Prediction:
     """[N, 4] on the 1-5 scale."""
     level_probs: np.ndarray | None = None
     """[N, 4, 5] probabilities of levels 1..5 (``classification`` and ``ordinal`` heads)."""
+    truncated: int = 0
+    """How many of the N inputs were over ``max_length`` tokens and cut (``data.truncation``)."""
 
     @property
     def uncertainty(self) -> np.ndarray | None:
@@ -198,19 +200,22 @@ class Scorer:
         if not records:
             empty = np.zeros((0, len(DIMENSIONS)), np.float32)
             return Prediction(empty, np.zeros((0, len(DIMENSIONS), NUM_LEVELS), np.float32) if self.has_uncertainty else None)
-        out = predict_records(
+        encoder = encoder or self.encoder
+        encoded = encoder.encode_inputs(records)  # one tokenizer pass gives the ids and the truncation count
+        out = predict_ids(
             self._predict,
             self.params,
-            records,
-            encoder or self.encoder,
+            encoded.ids,
             self.mesh,
+            pad_id=encoder.pad_id,
             batch_size=batch_size or self.batch_size,
             buckets=self.buckets,
             packing=self.packing,
             budget=None if batch_size else self.budget,
             progress=progress,
         )
-        return Prediction(out[..., 0], out[..., 1:]) if self.has_uncertainty else Prediction(out)
+        levels = (out[..., 0], out[..., 1:]) if self.has_uncertainty else (out, None)
+        return Prediction(*levels, truncated=encoded.truncated)
 
     def score(
         self,
@@ -292,8 +297,10 @@ class Scorer:
             encoder = RecordEncoder(
                 self.tokenizer, self.max_length, dataclasses.replace(encoder.layout, task_line=True), encoder.truncation
             )
-        self.warn_truncation(records)
         predicted = self.predict(records, encoder=encoder, batch_size=batch_size)
+        if predicted.truncated:
+            cut, limit = predicted.truncated, self.max_length
+            log.warning("%d input(s) exceed %d tokens and are truncated (data.truncation=%s)", cut, limit, encoder.truncation)
         if omniscore_call:
             return ScoreResult(score_names=DIMENSIONS, scores=predicted.scores, uncertainty=predicted.uncertainty)
         out: list[dict[str, Any] | None] = [None] * n
@@ -303,10 +310,3 @@ class Scorer:
             if std is not None:
                 out[i]["uncertainty"] = dict(zip(DIMENSIONS, map(float, std[j]), strict=True))
         return out
-
-    def warn_truncation(self, records: Sequence[Record]) -> int:
-        """Count (and warn about) inputs longer than ``max_length`` tokens, which get truncated."""
-        long = count_truncated(self.encoder, list(records))["truncated"]
-        if long:
-            log.warning("%d input(s) exceed %d tokens and are truncated (data.truncation=%s)", long, self.max_length, self.data.truncation)
-        return long

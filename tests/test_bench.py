@@ -170,16 +170,10 @@ def test_bench_score_varlen_batches_as_the_scorer_does(repo_root, tmp_path):
     from omnidistill.data.pipeline import eval_dataset
     from omnidistill.eval.predict import inference_buckets
 
-    class Counted:  # an encoder whose examples have the given token counts
-        pad_id = 0
-
-        def token_ids_many(self, records):
-            return [np.ones(int(n), np.int32) for n in records]
-
     few = [5, 300, 17, 64, 33, 90, 2, 511, 40, 41, 12]
     want = [
         (b["input_ids"].shape[1], sorted(int(x) for x in b["attention_mask"].sum(1) if x))
-        for b in eval_dataset(few, Counted(), global_batch=4, buckets=inference_buckets(512, 32))
+        for b in eval_dataset([np.ones(n, np.int32) for n in few], pad_id=0, global_batch=4, buckets=inference_buckets(512, 32))
     ]
     assert varlen_batches(few, 4, 512, 32) == want
     path = tmp_path / "lengths.txt"

@@ -57,7 +57,11 @@ def test_rows_hold_several_items_and_long_items_stay_padded(tokenizer, records):
     padded, _ = scorers("bert", tokenizer)
     lengths = [min(n, MAX_LENGTH) for n in padded.encoder.full_lengths(records)]
     packing = inference_packing(PACK_LENGTH, 8, MAX_LENGTH)
-    batches = list(packed_eval_dataset(records, padded.encoder, global_batch=8, buckets=(32, 64, 96), packing=packing))
+    batches = list(
+        packed_eval_dataset(
+            padded.encoder.token_ids_many(records), pad_id=padded.encoder.pad_id, global_batch=8, buckets=(32, 64, 96), packing=packing
+        )
+    )
     packed = [b for b in batches if "segment_ids" in b]
     seen = np.concatenate([b["index"].reshape(-1) for b in batches])
     assert sorted(seen[seen >= 0].tolist()) == list(range(len(records)))  # every item exactly once

@@ -123,6 +123,25 @@ def test_batches_filled_by_tokens_score_as_batches_of_items(run_and_export, repo
     np.testing.assert_allclose(written, b, atol=1e-5)
 
 
+def test_scoring_counts_the_inputs_it_truncates(run_and_export, tmp_path):
+    """The Scorer and ``score`` count the inputs over ``max_length`` from the one tokenizer pass that gives
+    the ids: as many as the tokenizer itself puts over the limit."""
+    from omnidistill.data.schema import Record
+    from omnidistill.score_file import score_file
+
+    scorer = Scorer.load(run_and_export[1])
+    records = [
+        Record(id=str(i), task="qa", lang="en", candidate=" ".join(["word"] * n), source="Why?") for i, n in enumerate((3, 400, 40, 900, 7))
+    ]
+    over = sum(len(scorer.tokenizer(scorer.encoder.text(r))["input_ids"]) > scorer.max_length for r in records)
+    assert over == 2 and scorer.predict(records).truncated == over
+    data = tmp_path / "in.jsonl"
+    data.write_text(
+        "".join(json.dumps({"id": r.id, "task": "qa", "lang": "en", "source": r.source, "candidate": r.candidate}) + "\n" for r in records)
+    )
+    assert score_file(scorer, [data], tmp_path / "out.jsonl", chunk=2)["truncated"] == over
+
+
 def test_unset_batch_tokens_fill_by_tokens_only_on_one_cpu_shard():
     """The measured default (2,048 real tokens) applies on one CPU batch shard; several shards, and GPU or
     TPU (no budget measured there yet), keep batches of items unless ``eval.batch_tokens`` is set."""
@@ -145,7 +164,10 @@ def test_batches_are_sorted_by_tokens_not_characters(run_and_export):
     records = [many_tokens, middle, few_tokens]
     lengths = [len(scorer.encoder(r)["input_ids"]) for r in records]
     assert lengths[2] < lengths[1] < lengths[0] and len(few_tokens.candidate) > len(many_tokens.candidate)
-    batches = [b["index"].tolist() for b in eval_dataset(records, scorer.encoder, global_batch=2, buckets=scorer.buckets)]
+    batches = [
+        b["index"].tolist()
+        for b in eval_dataset(scorer.encoder.token_ids_many(records), pad_id=scorer.encoder.pad_id, global_batch=2, buckets=scorer.buckets)
+    ]
     assert batches == [[2, -1], [1, 0]]
 
 

@@ -312,22 +312,14 @@ def varlen_batches(lengths: list[int], batch: int, max_length: int, length_step:
     return [(bucket_length(max(g), buckets), g) for g in groups]
 
 
-class _LengthEncoder:
-    """An encoder for records that are token counts: ``packed_eval_dataset`` then batches them exactly as
-    it batches real records of those lengths."""
-
-    pad_id = 0
-
-    def token_ids_many(self, records: list[int]) -> list[np.ndarray]:
-        return [np.ones(int(n), np.int32) for n in records]
-
-
 def packed_varlen_batches(lengths: list[int], batch: int, max_length: int, pack_length: int) -> tuple[list[dict[str, np.ndarray]], int]:
     """The Scorer's batches with ``eval.pack_length = pack_length`` (attention masks, segment ids) for
     items of these token counts, and the number of slots per packed row."""
     packing = inference_packing(pack_length, batch, max_length)
     items = [min(n, max_length) for n in lengths]
-    ds = packed_eval_dataset(items, _LengthEncoder(), global_batch=batch, buckets=inference_buckets(max_length, 32), packing=packing)
+    ds = packed_eval_dataset(
+        [np.ones(n, np.int32) for n in items], pad_id=0, global_batch=batch, buckets=inference_buckets(max_length, 32), packing=packing
+    )
     return [{k: v for k, v in b.items() if k != "index"} for b in ds], packing.max_segments
 
 

@@ -67,11 +67,10 @@ def collate(examples: Sequence[dict[str, np.ndarray]], *, pad_id: int, buckets: 
     return {**batch, "labels": labels, "label_mask": label_mask, "label_dist": label_dist}
 
 
-def inference_examples(records: Sequence[Record], encoder: RecordEncoder) -> list[dict[str, np.ndarray]]:
-    """Each record's ``input_ids`` and ``index`` for scoring, from one batched tokenizer call
-    (:meth:`RecordEncoder.token_ids_many`: the same ids as one record at a time, about 4x faster); no
-    labels, which scoring does not read."""
-    return [{"input_ids": ids, "index": np.int32(i)} for i, ids in enumerate(encoder.token_ids_many(list(records)))]
+def inference_examples(ids: Sequence[np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """Each item's ``input_ids`` and ``index`` (its position in ``ids``) for scoring; no labels, which
+    scoring does not read."""
+    return [{"input_ids": x, "index": np.int32(i)} for i, x in enumerate(ids)]
 
 
 def process_slice(batch: dict[str, np.ndarray], process_index: int, process_count: int) -> dict[str, np.ndarray]:
@@ -201,9 +200,9 @@ class ShuffledBatchIndices(grain.MapDataset):
 
 
 def eval_dataset(
-    records: Sequence[Record],
-    encoder: RecordEncoder,
+    ids: Sequence[np.ndarray],
     *,
+    pad_id: int,
     global_batch: int,
     buckets: Sequence[int],
     process_index: int = 0,
@@ -216,13 +215,13 @@ def eval_dataset(
     differ by script), so that each batch pads to the smallest bucket it can, and the one partial
     batch holds the shortest examples (its padding rows then cost least); otherwise it is the last.
     """
-    examples = inference_examples(records, encoder)
+    examples = inference_examples(ids)
     if sort_by_length:
         examples.sort(key=lambda e: len(e["input_ids"]))
     first = len(examples) % global_batch if sort_by_length else 0
     starts = ([0] if first else []) + list(range(first, len(examples), global_batch))
     groups = [examples[a : a + (first if a == 0 and first else global_batch)] for a in starts]
-    collate_group = partial(collate_inputs, pad_id=encoder.pad_id, buckets=tuple(buckets), batch_size=global_batch)
+    collate_group = partial(collate_inputs, pad_id=pad_id, buckets=tuple(buckets), batch_size=global_batch)
     ds = grain.MapDataset.source(groups).map(collate_group)
     return ds.map(partial(process_slice, process_index=process_index, process_count=process_count))
 
@@ -267,9 +266,9 @@ def _collate_inference(group: tuple[str, list], *, pad_id: int, buckets: Sequenc
 
 
 def packed_eval_dataset(
-    records: Sequence[Record],
-    encoder: RecordEncoder,
+    ids: Sequence[np.ndarray],
     *,
+    pad_id: int,
     global_batch: int,
     buckets: Sequence[int],
     packing: InferencePacking,
@@ -280,14 +279,14 @@ def packed_eval_dataset(
     row with room (first-fit decreasing, at most ``packing.max_segments`` per row), ``packing.rows`` rows
     a batch; longer items follow in padded batches of ``global_batch``, sorted by token count. Each
     item keeps its own positions and attends only to itself, so its score is the padded path's."""
-    examples = inference_examples(records, encoder)
+    examples = inference_examples(ids)
     fits = sorted((e for e in examples if len(e["input_ids"]) <= packing.length), key=lambda e: -len(e["input_ids"]))
     long = sorted((e for e in examples if len(e["input_ids"]) > packing.length), key=lambda e: len(e["input_ids"]))
     lengths = np.asarray([len(e["input_ids"]) for e in fits], np.int64)
     rows = [[fits[i] for i in row] for row in first_fit(lengths, packing.length, packing.max_segments)]
     groups = [("packed", rows[a : a + packing.rows]) for a in range(0, len(rows), packing.rows)]
     groups += [("padded", long[a : a + global_batch]) for a in range(0, len(long), global_batch)]
-    collate_group = partial(_collate_inference, pad_id=encoder.pad_id, buckets=tuple(buckets), batch_size=global_batch, packing=packing)
+    collate_group = partial(_collate_inference, pad_id=pad_id, buckets=tuple(buckets), batch_size=global_batch, packing=packing)
     ds = grain.MapDataset.source(groups).map(collate_group)
     return ds.map(partial(process_slice, process_index=process_index, process_count=process_count))
 

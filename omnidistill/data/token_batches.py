@@ -21,8 +21,6 @@ import grain
 import numpy as np
 
 from omnidistill.data.pipeline import bucket_length, inference_examples, process_slice
-from omnidistill.data.schema import Record
-from omnidistill.data.tokenize import RecordEncoder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,12 +111,12 @@ def collate_groups(groups: Sequence[Sequence[dict[str, np.ndarray]]], *, pad_id:
 
 
 def token_eval_dataset(
-    records: Sequence[Record], encoder: RecordEncoder, *, budget: TokenBudget, process_index: int = 0, process_count: int = 1
+    ids: Sequence[np.ndarray], *, pad_id: int, budget: TokenBudget, process_index: int = 0, process_count: int = 1
 ) -> grain.MapDataset:
-    """One ordered pass over ``records`` in batches of at most ``budget.tokens`` real tokens (sorted by
-    token count, :func:`plan_batches`); ``index`` maps rows back to records."""
-    examples = sorted(inference_examples(records, encoder), key=lambda e: len(e["input_ids"]))
+    """One ordered pass over the items' token ``ids`` in batches of at most ``budget.tokens`` real tokens
+    (sorted by token count, :func:`plan_batches`); ``index`` maps rows back to items."""
+    examples = sorted(inference_examples(ids), key=lambda e: len(e["input_ids"]))
     plan = plan_batches([len(e["input_ids"]) for e in examples], budget)
     batches = [[[examples[i] for i in group] for group in batch] for batch in plan]
-    ds = grain.MapDataset.source(batches).map(partial(collate_groups, pad_id=encoder.pad_id, budget=budget))
+    ds = grain.MapDataset.source(batches).map(partial(collate_groups, pad_id=pad_id, budget=budget))
     return ds.map(partial(process_slice, process_index=process_index, process_count=process_count))

@@ -13,6 +13,7 @@ Over-long inputs (``data.truncation``):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,6 +56,18 @@ def field_of_tokens(offsets: list[tuple[int, int]], spans: tuple[tuple[int, int]
     return owner
 
 
+@dataclasses.dataclass(frozen=True)
+class EncodedInputs:
+    """Token ids of many records, with what truncation did to them (:meth:`RecordEncoder.encode_inputs`)."""
+
+    ids: list[np.ndarray]
+    """Each record's ``input_ids`` after truncation."""
+    full_lengths: list[int]
+    """Each record's token count before truncation."""
+    truncated: int
+    """How many records were over ``max_length`` and cut."""
+
+
 class RecordEncoder:
     """Tokenizes records into ``input_ids`` (unpadded) plus labels, label masks and level distributions
     (:func:`omnidistill.data.level_dist.record_distribution`)."""
@@ -89,16 +102,28 @@ class RecordEncoder:
     def token_ids_many(self, records: Sequence[Record]) -> list[np.ndarray]:
         """:meth:`token_ids` of many records, with one batched tokenizer call (fast tokenizers spread it
         over the cores); only inputs over ``max_length`` under ``context_first`` are redone one by one."""
-        if not records:
-            return []
-        if self.truncation == "right":
+        if self.truncation == "right" and records:
             batch = self.tokenizer([self.text(r) for r in records], truncation=True, max_length=self.max_length, verbose=False)
             return [np.asarray(ids, dtype=np.int32) for ids in batch["input_ids"]]
-        batch = self.tokenizer([self.text(r) for r in records], verbose=False)["input_ids"]
-        return [
-            np.asarray(ids, dtype=np.int32) if len(ids) <= self.max_length else self.token_ids(r)
-            for ids, r in zip(batch, records, strict=True)
-        ]
+        return self.encode_inputs(records).ids
+
+    def encode_inputs(self, records: Sequence[Record]) -> EncodedInputs:
+        """:meth:`token_ids` of many records and their lengths before truncation (what scoring needs:
+        the ids, and how many inputs were cut), from one batched call over the untruncated texts; only
+        the inputs over ``max_length`` are encoded again (``right``: one batched call with the
+        tokenizer's own truncation; ``context_first``: one by one)."""
+        texts = [self.text(r) for r in records]
+        full = self.tokenizer(texts, verbose=False)["input_ids"] if texts else []
+        ids = [np.asarray(x, dtype=np.int32) for x in full]
+        long = [i for i, x in enumerate(full) if len(x) > self.max_length]
+        if long and self.truncation == "right":
+            cut = self.tokenizer([texts[i] for i in long], truncation=True, max_length=self.max_length, verbose=False)["input_ids"]
+            for i, x in zip(long, cut, strict=True):
+                ids[i] = np.asarray(x, dtype=np.int32)
+        else:
+            for i in long:
+                ids[i] = self.token_ids(records[i])
+        return EncodedInputs(ids, [len(x) for x in full], len(long))
 
     def token_ids(self, record: Record) -> np.ndarray:
         formatted = format_record(record, self.layout)

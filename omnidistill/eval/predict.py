@@ -94,33 +94,40 @@ def _to_host(x: jax.Array) -> np.ndarray:
 
 
 def predict_records(
+    predict_fn: Callable[[Any, dict], jax.Array], params: Any, records: Sequence[Record], encoder: RecordEncoder, mesh: Mesh, **kwargs: Any
+) -> np.ndarray:
+    """:func:`predict_ids` of the records' token ids (one batched tokenizer call)."""
+    return predict_ids(predict_fn, params, encoder.token_ids_many(list(records)), mesh, pad_id=encoder.pad_id, **kwargs)
+
+
+def predict_ids(
     predict_fn: Callable[[Any, dict], jax.Array],
     params: Any,
-    records: Sequence[Record],
-    encoder: RecordEncoder,
+    ids: Sequence[np.ndarray],
     mesh: Mesh,
     *,
+    pad_id: int,
     batch_size: int,
     buckets: Sequence[int],
     packing: InferencePacking | None = None,
     budget: TokenBudget | None = None,
     progress: bool = False,
 ) -> np.ndarray:
-    """Scores [N, 4] in record order (or [N, 4, ...] when ``predict_fn`` gives more per dimension).
-    ``predict_fn`` should be jitted (one compile per bucket, and one for the packed rows); with
-    ``packing`` it must pool ``packing.max_segments`` slots per row (:func:`make_predict_fn`). With
-    ``budget`` (and no ``packing``) batches hold up to ``budget.tokens`` real tokens instead of
-    ``batch_size`` items, and the model runs its layers on them unpadded."""
+    """Scores [N, 4] of N items' token ``ids``, in their order (or [N, 4, ...] when ``predict_fn`` gives
+    more per dimension). ``predict_fn`` should be jitted (one compile per bucket, and one for the packed
+    rows); with ``packing`` it must pool ``packing.max_segments`` slots per row
+    (:func:`make_predict_fn`). With ``budget`` (and no ``packing``) batches hold up to ``budget.tokens``
+    real tokens instead of ``batch_size`` items, and the model runs its layers on them unpadded."""
     batch_size = _shard_multiple(batch_size, mesh)
     sharding = batch_sharding(mesh)
     where = dict(process_index=jax.process_index(), process_count=jax.process_count())
     if budget is not None and packing is None:
-        ds = token_eval_dataset(records, encoder, budget=budget, **where)
+        ds = token_eval_dataset(ids, pad_id=pad_id, budget=budget, **where)
     elif packing is None:
-        ds = eval_dataset(records, encoder, global_batch=batch_size, buckets=buckets, **where)
+        ds = eval_dataset(ids, pad_id=pad_id, global_batch=batch_size, buckets=buckets, **where)
     else:
         packing = dataclasses.replace(packing, rows=_shard_multiple(packing.rows, mesh))
-        ds = packed_eval_dataset(records, encoder, global_batch=batch_size, buckets=buckets, packing=packing, **where)
+        ds = packed_eval_dataset(ids, pad_id=pad_id, global_batch=batch_size, buckets=buckets, packing=packing, **where)
     out: np.ndarray | None = None
     if progress and jax.process_index() == 0:
         from tqdm import tqdm
@@ -132,7 +139,7 @@ def predict_records(
         index = _to_host(global_batch_array(local["index"], sharding)).reshape(-1)  # packed: [rows, K] slots, row-major
         keep = index >= 0
         if out is None:
-            out = np.zeros((len(records), *scores.shape[1:]), np.float32)
+            out = np.zeros((len(ids), *scores.shape[1:]), np.float32)
         out[index[keep]] = scores[keep]
     return np.zeros((0, NUM_DIMENSIONS), np.float32) if out is None else out
 

@@ -15,7 +15,7 @@ from omnidistill.config import MeshConfig
 from omnidistill.data.level_dist import level_std
 from omnidistill.data.sources import read_records, refuse_duplicate_ids
 from omnidistill.data.splits import load_split
-from omnidistill.data.tokenize import RecordEncoder, count_truncated
+from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.compare import compare_judges, comparison_markdown, load_predictions
 from omnidistill.eval.metrics import load_group_weights
@@ -24,7 +24,7 @@ from omnidistill.eval.predict import (
     inference_buckets,
     inference_packing,
     jitted_predict_fn,
-    predict_records,
+    predict_ids,
     token_budget,
     used_buckets,
     warm_up,
@@ -93,8 +93,10 @@ def evaluate_run(
     if compare:  # predictions are joined to these items by id: a repeated id would pair the wrong items
         refuse_duplicate_ids([f for f in files if not str(f).startswith("tfds:")], "eval --compare joins prediction files to them")
     encoder = RecordEncoder.from_config(tokenizer, cfg.data)
-    lengths = encoder.full_lengths(records)  # tokenized once for the truncation count and the warm-up
-    truncated = count_truncated(encoder, records, lengths=lengths)["truncated"]
+    start = time.perf_counter()
+    encoded = encoder.encode_inputs(records)  # tokenized once: the ids, the truncation count and the warm-up's lengths
+    tokenize_seconds = time.perf_counter() - start
+    truncated = encoded.truncated
     if truncated:
         log.warning(
             "%d of %d inputs exceed data.max_length=%d and are truncated (data.truncation=%s)",
@@ -113,11 +115,12 @@ def evaluate_run(
     buckets = inference_buckets(cfg.data.max_length, cfg.eval.length_step)
     tokens = (0 if batch_size else cfg.eval.batch_tokens) if batch_tokens is None else batch_tokens
     budget = token_budget(tokens, mesh, buckets, unpadded=model.takes_token_index and packing is None)
-    used = used_buckets(lengths, encoder.max_length, buckets)
+    used = used_buckets(encoded.full_lengths, encoder.max_length, buckets)
     warm_up(predict_fn, params, mesh, batch_size=bs, buckets=used, packing=packing, budget=budget)
     start = time.perf_counter()
-    out = predict_records(predict_fn, params, records, encoder, mesh, batch_size=bs, buckets=buckets, packing=packing, budget=budget)
-    seconds = time.perf_counter() - start
+    batching = dict(batch_size=bs, buckets=buckets, packing=packing, budget=budget)
+    out = predict_ids(predict_fn, params, encoded.ids, mesh, pad_id=encoder.pad_id, **batching)
+    seconds = tokenize_seconds + time.perf_counter() - start  # tokenization included, compilation (warm_up) not
     pred, level_probs = (out[..., 0], out[..., 1:]) if levels else (out, None)
     weights_file = lang_weights or cfg.eval.lang_weights
     weights = load_group_weights(weights_file) if weights_file else None

@@ -81,8 +81,12 @@ def test_training_ids_equal_every_consumers_ids(tokenizer_dirs, records, kind, l
     lengths = encoders["right"].full_lengths(records)
     assert any(n > MAX_LENGTH for n in lengths) and any(n <= MAX_LENGTH for n in lengths)
     for truncation, encoder in encoders.items():
-        batched = [ids.tolist() for ids in encoder.token_ids_many(records)]  # what scoring uses: one tokenizer call
+        batched = [ids.tolist() for ids in encoder.token_ids_many(records)]  # the token cache's: one tokenizer call
         assert batched == [encoder(r)["input_ids"].tolist() for r in records], truncation
+        encoded = encoder.encode_inputs(records)  # scoring's: the ids and the lengths before truncation
+        assert [ids.tolist() for ids in encoded.ids] == batched, truncation
+        full = [len(ids) for ids in tok(card)["input_ids"]]
+        assert encoded.full_lengths == full and encoded.truncated == sum(n > MAX_LENGTH for n in full)
         for record, n, their_ids in zip(records, lengths, theirs, strict=True):
             ours = encoder(record)["input_ids"].tolist()
             if truncation == "right" or n <= MAX_LENGTH:

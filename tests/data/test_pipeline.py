@@ -98,7 +98,7 @@ def test_process_slices_partition_the_global_batch(tokenizer, records):
 
 def test_eval_dataset_covers_every_record_once(tokenizer, records):
     enc = RecordEncoder(tokenizer, 128)
-    ds = eval_dataset(records[:37], enc, global_batch=8, buckets=[64, 128])
+    ds = eval_dataset(enc.token_ids_many(records[:37]), pad_id=enc.pad_id, global_batch=8, buckets=[64, 128])
     seen = np.concatenate([b["index"][b["example_mask"] > 0] for b in ds])
     assert sorted(seen.tolist()) == list(range(37))
 
