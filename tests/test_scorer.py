@@ -61,6 +61,9 @@ def test_score_cli_jsonl_and_csv(run_and_export, repo_root, tmp_path, capsys):
     assert main(["score", "--model", str(hf), "--input", str(repo_root / "data" / "sample" / "test.jsonl"), "--output", str(out)]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 300 and set(rows[0]["scores"]) == {"informativeness", "clarity", "plausibility", "faithfulness"}
+    items = [json.loads(line) for line in (repo_root / "data" / "sample" / "test.jsonl").read_text().splitlines()]
+    unlabelled = [{k: v for k, v in item.items() if k not in ("labels", "annotations", "label_dist")} for item in items]
+    assert [{k: v for k, v in row.items() if k != "scores"} for row in rows] == unlabelled  # each line: its item's fields, no labels
     printed = capsys.readouterr().out
     assert "mean scores" in printed and "| lang=hi |" in printed and "| task=qa |" in printed
     csv = tmp_path / "in.csv"
