@@ -15,9 +15,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
 from omnidistill.data.pipeline import InferencePacking, eval_dataset, packed_eval_dataset, process_slice
-from omnidistill.data.schema import Record
 from omnidistill.data.token_batches import TokenBudget, token_eval_dataset
-from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.dimensions import NUM_DIMENSIONS
 from omnidistill.models.regressor import make_predict_fn
 from omnidistill.parallel.mesh import MeshBoundFunction, batch_sharding, global_batch_array, under_mesh
@@ -91,13 +89,6 @@ def _to_host(x: jax.Array) -> np.ndarray:
     if jax.process_count() == 1:
         return np.asarray(x)
     return np.asarray(multihost_utils.process_allgather(x, tiled=True))
-
-
-def predict_records(
-    predict_fn: Callable[[Any, dict], jax.Array], params: Any, records: Sequence[Record], encoder: RecordEncoder, mesh: Mesh, **kwargs: Any
-) -> np.ndarray:
-    """:func:`predict_ids` of the records' token ids (one batched tokenizer call)."""
-    return predict_ids(predict_fn, params, encoder.token_ids_many(list(records)), mesh, pad_id=encoder.pad_id, **kwargs)
 
 
 def predict_ids(

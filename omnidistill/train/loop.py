@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from omnidistill.config import Config
 from omnidistill.eval.metrics import load_group_weights
-from omnidistill.eval.predict import predict_records
+from omnidistill.eval.predict import predict_ids
 from omnidistill.eval.report import build_report, report_markdown
 from omnidistill.runs.run_dir import atomic_write_text
 from omnidistill.train.early_stopping import EarlyStopping
@@ -58,7 +58,10 @@ def predict_and_report(
     predict_fn: Any, params: Any, records: list, encoder: Any, mesh: Any, cfg: Config, epsilon: dict | None = None
 ) -> dict:
     """Dev/test report of the current parameters (``epsilon``: tie thresholds to reuse instead of fitting)."""
-    pred = predict_records(predict_fn, params, records, encoder, mesh, batch_size=cfg.eval.batch_size, buckets=cfg.data.length_buckets)
+    ids = encoder.token_ids_many(records)
+    pred = predict_ids(
+        predict_fn, params, ids, mesh, pad_id=encoder.pad_id, batch_size=cfg.eval.batch_size, buckets=cfg.data.length_buckets
+    )
     weights = load_group_weights(cfg.eval.lang_weights) if cfg.eval.lang_weights else None
     return build_report(records, pred, epsilon=epsilon, lang_weights=weights)
 
