@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
 from collections.abc import Iterator, Sequence
 from itertools import islice
@@ -25,8 +24,6 @@ import numpy as np
 from omnidistill.data.schema import DataError, Record
 from omnidistill.data.sources import RecordStream, refuse_duplicate_ids
 from omnidistill.dimensions import DIMENSIONS
-
-log = logging.getLogger(__name__)
 
 CHUNK = 4096
 OUTPUT_FIELDS = tuple(f.name for f in dataclasses.fields(Record) if f.name not in ("labels", "annotations", "label_dist"))
@@ -147,10 +144,7 @@ def score_file(
                 bar.update(len(batch))
     if bar is not None:
         bar.close()
-    if truncated:
-        log.warning(
-            "%d input(s) exceed %d tokens and are truncated (data.truncation=%s)", truncated, scorer.max_length, scorer.encoder.truncation
-        )
+    scorer.warn_truncated(truncated)
     return {
         "items": kept + scored,
         "resumed": kept,

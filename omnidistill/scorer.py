@@ -217,6 +217,12 @@ class Scorer:
         levels = (out[..., 0], out[..., 1:]) if self.has_uncertainty else (out, None)
         return Prediction(*levels, truncated=encoded.truncated)
 
+    def warn_truncated(self, count: int) -> None:
+        """Warn that ``count`` scored inputs were over the model's ``max_length`` and cut (none: silent)."""
+        if count:
+            truncation = self.encoder.truncation
+            log.warning("%d input(s) exceed %d tokens and are truncated (data.truncation=%s)", count, self.max_length, truncation)
+
     def score(
         self,
         predictions: Sequence[str] | str | None = None,
@@ -298,9 +304,7 @@ class Scorer:
                 self.tokenizer, self.max_length, dataclasses.replace(encoder.layout, task_line=True), encoder.truncation
             )
         predicted = self.predict(records, encoder=encoder, batch_size=batch_size)
-        if predicted.truncated:
-            cut, limit = predicted.truncated, self.max_length
-            log.warning("%d input(s) exceed %d tokens and are truncated (data.truncation=%s)", cut, limit, encoder.truncation)
+        self.warn_truncated(predicted.truncated)
         if omniscore_call:
             return ScoreResult(score_names=DIMENSIONS, scores=predicted.scores, uncertainty=predicted.uncertainty)
         out: list[dict[str, Any] | None] = [None] * n

@@ -126,9 +126,9 @@ def test_batches_filled_by_tokens_score_as_batches_of_items(run_and_export, repo
     np.testing.assert_allclose(written, b, atol=1e-5)
 
 
-def test_scoring_counts_the_inputs_it_truncates(run_and_export, tmp_path):
+def test_scoring_counts_the_inputs_it_truncates(run_and_export, tmp_path, caplog):
     """The Scorer and ``score`` count the inputs over ``max_length`` from the one tokenizer pass that gives
-    the ids: as many as the tokenizer itself puts over the limit."""
+    the ids: as many as the tokenizer itself puts over the limit, and say so once per call."""
     from omnidistill.data.schema import Record
     from omnidistill.score_file import score_file
 
@@ -142,7 +142,10 @@ def test_scoring_counts_the_inputs_it_truncates(run_and_export, tmp_path):
     data.write_text(
         "".join(json.dumps({"id": r.id, "task": "qa", "lang": "en", "source": r.source, "candidate": r.candidate}) + "\n" for r in records)
     )
-    assert score_file(scorer, [data], tmp_path / "out.jsonl", chunk=2)["truncated"] == over
+    with caplog.at_level(logging.WARNING, logger="omnidistill.scorer"):
+        assert score_file(scorer, [data], tmp_path / "out.jsonl", chunk=2)["truncated"] == over
+    warned = f"{over} input(s) exceed {scorer.max_length} tokens and are truncated (data.truncation={scorer.encoder.truncation})"
+    assert [r.getMessage() for r in caplog.records if r.name == "omnidistill.scorer"] == [warned]
 
 
 def test_unset_batch_tokens_fill_by_tokens_only_on_one_cpu_shard():
@@ -288,6 +291,9 @@ class _ConstantScorer:
         from omnidistill.scorer import Prediction
 
         return Prediction(np.full((len(records), 4), 3.0, np.float32))
+
+    def warn_truncated(self, count):
+        assert count == 0
 
 
 def test_scoring_a_file_holds_one_chunk_not_the_file(tmp_path, tiny_tokenizer_dir):

@@ -54,16 +54,13 @@ class Cadence:
         return step % self.checkpoint_every == 0 or step == self.total_steps or preempted
 
 
-def predict_and_report(
-    predict_fn: Any, params: Any, records: list, encoder: Any, mesh: Any, cfg: Config, epsilon: dict | None = None
-) -> dict:
-    """Dev/test report of the current parameters (``epsilon``: tie thresholds to reuse instead of fitting)."""
-    ids = encoder.token_ids_many(records)
-    pred = predict_ids(
-        predict_fn, params, ids, mesh, pad_id=encoder.pad_id, batch_size=cfg.eval.batch_size, buckets=cfg.data.length_buckets
-    )
+def dev_report(run: TrainRun, params: Any, epsilon: dict | None = None) -> dict:
+    """The dev report of ``params`` (``epsilon``: tie thresholds to reuse instead of fitting)."""
+    cfg = run.cfg
+    batching = {"batch_size": cfg.eval.batch_size, "buckets": cfg.data.length_buckets}
+    pred = predict_ids(run.predict_fn, params, run.dev_ids, run.mesh, pad_id=run.encoder.pad_id, **batching)
     weights = load_group_weights(cfg.eval.lang_weights) if cfg.eval.lang_weights else None
-    return build_report(records, pred, epsilon=epsilon, lang_weights=weights)
+    return build_report(run.dev_records, pred, epsilon=epsilon, lang_weights=weights)
 
 
 def dev_epsilon(run_dir: Path, report: dict | None = None) -> dict | None:
@@ -101,7 +98,7 @@ class BestCheckpoint:
 
 def evaluate_dev(run: TrainRun, params: Any, step: int, sink: MetricSink, bar: Any) -> tuple[dict, dict[str, float]]:
     """One dev evaluation: the report and its headline scalars (also logged and shown)."""
-    report = predict_and_report(run.predict_fn, params, run.dev_records, run.encoder, run.mesh, run.cfg, dev_epsilon(run.run_dir))
+    report = dev_report(run, params, dev_epsilon(run.run_dir))
     dev_epsilon(run.run_dir, report)
     ov = report["overall"]
     fields = {"dev_mae": ov["mae_dims"], "dev_rmse": ov["rmse"], "dev_pearson": ov["pearson"], "dev_acc1": ov["acc1"]}

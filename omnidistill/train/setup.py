@@ -21,7 +21,7 @@ from omnidistill.data.pipeline import PackSpec, packed_train_dataset, train_data
 from omnidistill.data.schema import Record
 from omnidistill.data.splits import load_split, stream_split
 from omnidistill.data.token_cache import TokenCache, cached_examples
-from omnidistill.data.tokenize import TRUNCATION_SAMPLE, RecordEncoder, count_truncated
+from omnidistill.data.tokenize import TRUNCATION_SAMPLE, EncodedInputs, RecordEncoder, count_truncated
 from omnidistill.eval.predict import jitted_predict_fn
 from omnidistill.models.hf_io import set_params, unrolled_shapes
 from omnidistill.models.loader import LoadedModel, load_model
@@ -110,20 +110,21 @@ def training_batches(cfg: Config, records: Sequence[Record] | TokenCache, encode
 
 
 def input_counts(
-    encoder: RecordEncoder, train: Sequence[Record] | TokenCache, dev: Sequence[Record], skipped: dict[str, int], seed: int
+    encoder: RecordEncoder, train: Sequence[Record] | TokenCache, dev: EncodedInputs, skipped: dict[str, int], seed: int
 ) -> dict[str, dict]:
     """Skipped records and truncated inputs per split, with a warning for either (training counts
-    truncation on a seeded sample of at most 20,000 records; a token cache counted it when built)."""
+    truncation on a seeded sample of at most 20,000 records, a token cache counted it when built; the
+    dev set's count comes with its token ids)."""
     if isinstance(train, TokenCache):
         train_truncation = train.truncation
     else:
         train_truncation = count_truncated(encoder, train, sample=TRUNCATION_SAMPLE, seed=seed)
-    truncation = {"train": train_truncation, "dev": count_truncated(encoder, dev)}
+    truncation = {"train": train_truncation, "dev": {"truncated": dev.truncated, "of": len(dev.ids), "sampled": False}}
     for split, t in truncation.items():
         if t["truncated"]:
             estimate = " (estimated from a sample)" if t["sampled"] else ""
-            log.warning("%s: %d of %d inputs exceed data.max_length=%d and are truncated, context first%s",
-                        split, t["truncated"], t["of"], encoder.max_length, estimate)  # fmt: skip
+            log.warning("%s: %d of %d inputs exceed data.max_length=%d and are truncated (data.truncation=%s)%s",
+                        split, t["truncated"], t["of"], encoder.max_length, encoder.truncation, estimate)  # fmt: skip
     for split, n in skipped.items():
         if n:
             log.warning("%s: %d invalid record(s) skipped (data.skip_invalid=true)", split, n)
@@ -164,6 +165,8 @@ class TrainRun:
     train_records: Sequence[Record] | TokenCache
     """The training split's records, or its token cache (``data.token_cache``)."""
     dev_records: Sequence[Record]
+    dev_ids: list[np.ndarray]
+    """The dev records' token ids, encoded once for every dev evaluation."""
     skipped_records: int
     data_counts: dict[str, dict]
     """Per split: records skipped as invalid, and inputs truncated to data.max_length."""
@@ -238,7 +241,8 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
         raise TrainError("data.train names no file (or set data.tfds)")
     train_records, skipped = training_records(cfg, encoder)
     dev_records, dev_skipped = load_split(cfg.data, "dev")
-    data_counts = input_counts(encoder, train_records, dev_records, {"train": skipped, "dev": dev_skipped}, cfg.train.seed)
+    dev_inputs = encoder.encode_inputs(dev_records)
+    data_counts = input_counts(encoder, train_records, dev_inputs, {"train": skipped, "dev": dev_skipped}, cfg.train.seed)
     epoch_steps = steps_per_epoch(cfg, train_records, encoder)
     total_steps = cfg.train.max_steps or max(1, math.ceil(cfg.train.epochs * epoch_steps))
 
@@ -273,6 +277,7 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
         encoder=encoder,
         train_records=train_records,
         dev_records=dev_records,
+        dev_ids=dev_inputs.ids,
         skipped_records=skipped,
         data_counts=data_counts,
         epoch_steps=epoch_steps,

@@ -75,3 +75,8 @@ def test_truncation_is_counted_exactly_and_from_a_sample():
     assert [len(encoder.token_ids(r)) == 16 for r in records] == [False, True, False, True, True]
     sampled = count_truncated(encoder, records * 40, sample=50, seed=1)
     assert sampled["sampled"] and sampled["of"] == 200 and 80 <= sampled["truncated"] <= 160
+    # training counts the dev set's truncation from the ids it encodes once for every dev evaluation
+    from omnidistill.train.setup import input_counts
+
+    counts = input_counts(encoder, records, encoder.encode_inputs(records[:4]), {"train": 0, "dev": 0}, seed=0)
+    assert counts["truncated"] == {"train": 3, "dev": 2}
