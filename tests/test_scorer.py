@@ -9,6 +9,7 @@ import pytest
 
 from omnidistill import Scorer
 from omnidistill.cli import main
+from omnidistill.data.schema import Record
 
 
 @pytest.fixture(scope="module")
@@ -17,6 +18,37 @@ def run_and_export(tmp_path_factory, trained_tiny):
     folder = tmp_path_factory.mktemp("scorer") / "hf"
     assert main(["export", str(trained_tiny), str(folder), "--verify", "off"]) == 0
     return trained_tiny, folder
+
+
+def test_loading_a_model_draws_no_random_weights(run_and_export, tmp_path, monkeypatch):
+    """A run directory and both export formats load into a model built from shapes alone: BERT's
+    initializer never draws real arrays only for the checkpoint to overwrite them (2-3 s per load of a
+    base model), and the scores are the same from all three."""
+    import omnidistill.models.bert.modeling as bert_modeling
+    from omnidistill.config import ModelConfig
+    from omnidistill.models.regressor import build_regressor
+
+    drawn, init = [], bert_modeling._INIT
+
+    def spy(key, shape, dtype=np.float32):
+        out = init(key, shape, dtype)
+        if not isinstance(out, jax.core.Tracer):
+            drawn.append(shape)
+        return out
+
+    monkeypatch.setattr(bert_modeling, "_INIT", spy)
+    run, folder = run_and_export
+    assert main(["export", str(run), str(tmp_path / "os"), "--format", "omniscore", "--verify", "off"]) == 0
+    drawn.clear()  # export may draw; loading must not
+    texts = ["Yes.", "No, it is not.", "x " * 30]
+    records = [Record(id=str(i), task="qa", lang="en", candidate=c, question="Why?") for i, c in enumerate(texts)]
+    scores = [Scorer.load(path).score_records(records) for path in (run, folder, tmp_path / "os")]
+    assert drawn == []
+    np.testing.assert_allclose(scores[1], scores[0], atol=1e-5)
+    np.testing.assert_allclose(scores[2], scores[0], atol=1e-5)
+    tiny = dict(model_type="bert", hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8, vocab_size=9)
+    build_regressor(ModelConfig(family="bert"), tiny)
+    assert drawn  # the spy sees a random init when there is one
 
 
 INPUTS = dict(
@@ -129,7 +161,6 @@ def test_batches_filled_by_tokens_score_as_batches_of_items(run_and_export, repo
 def test_scoring_counts_the_inputs_it_truncates(run_and_export, tmp_path, caplog):
     """The Scorer and ``score`` count the inputs over ``max_length`` from the one tokenizer pass that gives
     the ids: as many as the tokenizer itself puts over the limit, and say so once per call."""
-    from omnidistill.data.schema import Record
     from omnidistill.score_file import score_file
 
     scorer = Scorer.load(run_and_export[1])
@@ -161,7 +192,6 @@ def test_batches_are_sorted_by_tokens_not_characters(run_and_export):
     """A long word is one token and a short spaced string many: token counts decide the batching, and the
     one partial batch holds the shortest inputs."""
     from omnidistill.data.pipeline import eval_dataset
-    from omnidistill.data.schema import Record
 
     scorer = Scorer.load(run_and_export[0], batch_size=2)
     few_tokens = Record(id="few", task="qa", lang="en", candidate="x" * 120)  # over WordPiece's word limit: one [UNK]
@@ -188,7 +218,6 @@ def test_eval_reports_cost_per_1000_items(run_and_export, tmp_path, capsys):
 
 def test_every_text_field_of_the_schema_is_a_score_column(run_and_export):
     """contexts= and titles= build the input text as the record fields do (and change the scores)."""
-    from omnidistill.data.schema import Record
 
     scorer = Scorer.load(run_and_export[0])
     kwargs = dict(

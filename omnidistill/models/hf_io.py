@@ -93,6 +93,10 @@ def set_params(model: nnx.Module, params: dict[Any, Any]) -> None:
             if tuple(value.shape) != tuple(current.shape):
                 raise ValueError(f"{'/'.join(map(str, path))}: shape {value.shape} != {current.shape}")
             var.set_value(jnp.asarray(value, dtype=current.dtype))
+    unset = [path for path, var in state.flat_state() if isinstance(var.get_value(), jax.ShapeDtypeStruct)]
+    if unset:  # a model built without weights (abstract_regressor) must get every one
+        where = "/".join(map(str, unset[0]))
+        raise ValueError(f"{where}: no value for this parameter of a model built without weights ({len(unset)} unset)")
     nnx.update(model, state)
 
 

@@ -20,7 +20,7 @@ from omnidistill.config import DataConfig, ModelConfig, PromptLayout
 from omnidistill.dimensions import DIMENSIONS, SCORE_MAX, SCORE_MIN
 from omnidistill.models.hf_io import load_hf_weights, read_hf_config, read_hf_tensors, set_params
 from omnidistill.models.registry import Family, family_for_model_type
-from omnidistill.models.regressor import Regressor, build_regressor
+from omnidistill.models.regressor import Regressor, abstract_regressor
 from omnidistill.models.weights import WeightEntry, hf_to_flax
 
 OMNISCORE_MODEL_TYPE = "omniscore"
@@ -113,7 +113,7 @@ def load_omniscore_folder(folder: Path, config: dict[str, Any]) -> Published:
     hf_config = dict(config["backbone_config"])
     family = family_for_model_type(str(hf_config.get("model_type")))
     model_cfg = ModelConfig(family=family.name, pooling=pooling, head="linear_sigmoid")
-    model = build_regressor(model_cfg, hf_config)
+    model = abstract_regressor(model_cfg, hf_config)
     table, unused = omniscore_weight_table(family, model.arch)
     params, _ = hf_to_flax(read_hf_tensors(folder), table, key_prefixes=("",), ignorable_prefixes=tuple(unused))
     set_params(model, params)
@@ -143,7 +143,7 @@ def load_published(folder: str | Path) -> Published:
     family.check_head_config(config)
     tensors = read_hf_tensors(folder)
     model_cfg = classifier_model_config(family, config, tensors)
-    model = build_regressor(model_cfg, config)
+    model = abstract_regressor(model_cfg, config)
     load_hf_weights(model, tensors, required_groups=("encoder", "pooler", "classifier"))
     hf_config = {k: v for k, v in config.items() if k != "omnidistill"}
     default = DataConfig(max_length=min(512, int(config.get("max_position_embeddings", 512))))

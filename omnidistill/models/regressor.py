@@ -114,6 +114,13 @@ def build_regressor(model_cfg: ModelConfig, hf_config: dict[str, Any], *, dtype=
     return Regressor(family, arch, model_cfg, dtype=dtype, rngs=nnx.Rngs(seed))
 
 
+def abstract_regressor(model_cfg: ModelConfig, hf_config: dict[str, Any], *, dtype=jnp.float32) -> Regressor:
+    """:func:`build_regressor`'s model with shapes in place of values: nothing is initialised, for weights
+    that set every parameter (a checkpoint or an export; :func:`~omnidistill.models.hf_io.set_params`
+    refuses to leave one unset). Random init only to overwrite it cost 2-3 s per load of a base model."""
+    return nnx.eval_shape(lambda: build_regressor(model_cfg, hf_config, dtype=dtype))
+
+
 def make_predict_fn(
     graphdef: nnx.GraphDef, *, levels: bool = False, num_segments: int = 1
 ) -> Callable[[Any, dict[str, jax.Array]], jax.Array]:

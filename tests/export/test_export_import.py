@@ -126,6 +126,25 @@ def test_non_standard_head_and_non_finite_values_are_refused():
         export_tensors("bert", arch, params, "cls", "linear_sigmoid")
 
 
+def test_a_model_built_from_shapes_must_get_every_parameter():
+    """``abstract_regressor`` (how checkpoints and exports are loaded) holds no values: ``set_params``
+    refuses to leave a parameter without one, naming it, and given all of them the model is complete."""
+    import jax
+    from flax import nnx
+
+    from omnidistill.config import ModelConfig
+    from omnidistill.models.hf_io import set_params
+    from omnidistill.models.regressor import abstract_regressor
+
+    tiny = dict(model_type="bert", hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8, vocab_size=9)
+    model = abstract_regressor(ModelConfig(family="bert"), tiny)
+    full = jax.tree.map(lambda s: np.ones(s.shape, s.dtype), nnx.state(model, nnx.Param).to_pure_dict())
+    with pytest.raises(ValueError, match=r"^head/linear/\w+: no value .* \(2 unset\)"):
+        set_params(model, {k: v for k, v in full.items() if k != "head"})
+    set_params(model, full)
+    assert all(isinstance(x, jax.Array) and float(x.min()) == 1.0 for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
+
+
 def test_import_lists_missing_and_unexpected_tensors(tmp_path, hf_classifier):
     tensors = load_file(str(hf_classifier / "model.safetensors"))
     tensors["bert.encoder.layer.0.attention.self.extra.weight"] = np.zeros((2, 2), np.float32)
