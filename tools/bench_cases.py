@@ -19,7 +19,7 @@ from jax._src.ad_checkpoint import saved_residuals  # public only as print_saved
 
 from omnidistill.config import LossConfig, MeshConfig, ModelConfig, OptimConfig
 from omnidistill.data.pipeline import bucket_length, packed_eval_dataset
-from omnidistill.data.token_batches import TokenBudget, collate_groups, plan_batches
+from omnidistill.data.token_batches import TokenBudget, token_eval_dataset
 from omnidistill.eval.predict import inference_buckets, inference_packing
 from omnidistill.models.layers import resolve_attention
 from omnidistill.models.registry import get_family
@@ -327,11 +327,8 @@ def token_varlen_batches(lengths: list[int], max_length: int, batch_tokens: int)
     """The Scorer's batches with ``eval.batch_tokens = batch_tokens`` on one device (attention masks and
     ``token_index``) for items of these token counts."""
     budget = TokenBudget(max(batch_tokens, max_length), 1, inference_buckets(max_length, 32))
-    items = sorted(min(n, max_length) for n in lengths)
-    examples = [{"input_ids": np.ones(n, np.int32), "index": i} for i, n in enumerate(items)]
-    plan = plan_batches(items, budget)
-    batches = [collate_groups([[examples[i] for i in group] for group in b], pad_id=0, budget=budget) for b in plan]
-    return [{"attention_mask": b["attention_mask"], "token_index": b["token_index"]} for b in batches]
+    ds = token_eval_dataset([np.ones(min(n, max_length), np.int32) for n in lengths], pad_id=0, budget=budget)
+    return [{"attention_mask": b["attention_mask"], "token_index": b["token_index"]} for b in ds]
 
 
 def bench_score_varlen(
