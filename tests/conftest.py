@@ -90,3 +90,24 @@ def trained_tiny(tmp_path_factory, worker_id, repo_root) -> Path:
         assert main(["eval", str(run), "--no-plots", "--bootstrap", "0"]) == 0
 
     return build_once(shared_root(tmp_path_factory, worker_id), "trained-tiny", build)
+
+
+@pytest.fixture
+def bert_random_draws(monkeypatch) -> list[tuple[int, ...]]:
+    """The shapes of the real arrays (not the traced ones of a model built from shapes) that BERT's
+    initializer draws while the test runs."""
+    import jax
+    import numpy as np
+
+    import omnidistill.models.bert.modeling as bert_modeling
+
+    drawn, init = [], bert_modeling._INIT
+
+    def spy(key, shape, dtype=np.float32):
+        out = init(key, shape, dtype)
+        if not isinstance(out, jax.core.Tracer):
+            drawn.append(shape)
+        return out
+
+    monkeypatch.setattr(bert_modeling, "_INIT", spy)
+    return drawn

@@ -31,12 +31,14 @@ def test_train_writes_checkpoints_logs_and_dev_report(trained_run):
     assert (run / "config.yaml").exists() and (run / "tokenizer" / "tokenizer.json").exists()
 
 
-def test_refuses_to_overwrite_then_resumes(trained_run, capsys):
+def test_refuses_to_overwrite_then_resumes(trained_run, capsys, bert_random_draws):
     run, args = trained_run
     assert main(args) == 2
     assert "--resume" in capsys.readouterr().err
+    assert bert_random_draws == []  # refused before building the model
     shutil.rmtree(run / "checkpoints" / "6")  # as if the run had died after step 3's checkpoint
     assert main([*args, "--resume"]) == 0  # the same configuration: the session's compiled step again
+    assert bert_random_draws == []  # the model was built from shapes: the checkpoint holds every value
     steps = sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit())
     assert steps == [3, 6]
     logged = [json.loads(line)["step"] for line in (run / "train_log.jsonl").read_text().splitlines() if "loss" in line]

@@ -20,23 +20,14 @@ def run_and_export(tmp_path_factory, trained_tiny):
     return trained_tiny, folder
 
 
-def test_loading_a_model_draws_no_random_weights(run_and_export, tmp_path, monkeypatch):
+def test_loading_a_model_draws_no_random_weights(run_and_export, tmp_path, bert_random_draws):
     """A run directory and both export formats load into a model built from shapes alone: BERT's
     initializer never draws real arrays only for the checkpoint to overwrite them (2-3 s per load of a
     base model), and the scores are the same from all three."""
-    import omnidistill.models.bert.modeling as bert_modeling
     from omnidistill.config import ModelConfig
     from omnidistill.models.regressor import build_regressor
 
-    drawn, init = [], bert_modeling._INIT
-
-    def spy(key, shape, dtype=np.float32):
-        out = init(key, shape, dtype)
-        if not isinstance(out, jax.core.Tracer):
-            drawn.append(shape)
-        return out
-
-    monkeypatch.setattr(bert_modeling, "_INIT", spy)
+    drawn = bert_random_draws
     run, folder = run_and_export
     assert main(["export", str(run), str(tmp_path / "os"), "--format", "omniscore", "--verify", "off"]) == 0
     drawn.clear()  # export may draw; loading must not

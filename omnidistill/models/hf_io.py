@@ -106,6 +106,16 @@ def load_hf_weights(
     required_groups: tuple[str, ...] = ("encoder",),
 ) -> list[str]:
     """Load HF tensors into ``model``; returns the HF keys of optional tensors left at random init."""
+    params, absent_keys = hf_params(model, tensors, required_groups)
+    set_params(model, params)
+    if absent_keys:
+        log.info("left at random initialisation: %s", ", ".join(absent_keys))
+    return absent_keys
+
+
+def hf_params(model: Regressor, tensors: dict[str, np.ndarray], required_groups: tuple[str, ...]) -> tuple[dict[Any, Any], list[str]]:
+    """HF tensors as ``model``'s parameter tree (checked against its shapes), and the HF keys of the
+    optional tensors they lack."""
     family = get_family(model.family_name)
     shapes = unrolled_shapes(model)
     table = [e for e in family.weight_table(model.arch) if e.path in shapes]
@@ -118,8 +128,4 @@ def load_hf_weights(
         ignorable_prefixes=family.ignorable_prefixes + unused + tuple(k.split(".", 1)[1] for k in unused if "." in k),
         shapes=shapes,
     )
-    set_params(model, params)
-    absent_keys = [e.hf_key for e in absent]
-    if absent_keys:
-        log.info("left at random initialisation: %s", ", ".join(absent_keys))
-    return absent_keys
+    return params, [e.hf_key for e in absent]

@@ -9,9 +9,9 @@ from typing import Any
 import jax.numpy as jnp
 
 from omnidistill.config import ModelConfig
-from omnidistill.models.hf_io import load_hf_weights, read_hf_config, read_hf_tensors, resolve_hf_dir
+from omnidistill.models.hf_io import hf_params, load_hf_weights, read_hf_config, read_hf_tensors, resolve_hf_dir
 from omnidistill.models.registry import get_family
-from omnidistill.models.regressor import Regressor, build_regressor
+from omnidistill.models.regressor import Regressor, abstract_regressor, build_regressor
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
@@ -32,8 +32,11 @@ def load_tokenizer(name_or_path: str) -> Any:
     return AutoTokenizer.from_pretrained(str(resolve_hf_dir(name_or_path)))
 
 
-def load_model(model_cfg: ModelConfig, *, compute_dtype: str = "float32", seed: int = 0) -> LoadedModel:
-    """Regressor (pretrained encoder if ``init_from``), its HF-style config dict, and its tokenizer."""
+def load_model(model_cfg: ModelConfig, *, compute_dtype: str = "float32", seed: int = 0, shapes_only: bool = False) -> LoadedModel:
+    """Regressor (pretrained encoder if ``init_from``), its HF-style config dict, and its tokenizer.
+
+    ``shapes_only``: the model is built from shapes and holds no values (a resumed run's checkpoint
+    fills it); ``init_from``'s tensors are still read and checked, as they decide the LR groups."""
     tok_name = model_cfg.tokenizer or model_cfg.init_from
     if tok_name is None:
         raise ValueError("model.tokenizer (or model.init_from) must name a tokenizer")
@@ -53,11 +56,17 @@ def load_model(model_cfg: ModelConfig, *, compute_dtype: str = "float32", seed: 
         hf_config.setdefault("model_type", get_family(model_cfg.family).hf_model_types[0])
     if hf_config.get("vocab_size", 0) < len(tokenizer):
         raise ValueError(f"model vocab_size={hf_config.get('vocab_size')} is smaller than the tokenizer ({len(tokenizer)} tokens)")
-    model = build_regressor(model_cfg, hf_config, dtype=DTYPES[compute_dtype], seed=seed)
+    if shapes_only:
+        model = abstract_regressor(model_cfg, hf_config, dtype=DTYPES[compute_dtype])
+    else:
+        model = build_regressor(model_cfg, hf_config, dtype=DTYPES[compute_dtype], seed=seed)
     pretrained_pooler = False
     if tensors is not None:
-        absent = load_hf_weights(model, tensors, required_groups=("encoder",))
-        log.info("initialised encoder from %s (%d optional tensors left random)", model_cfg.init_from, len(absent))
+        if shapes_only:
+            absent = hf_params(model, tensors, required_groups=("encoder",))[1]
+        else:
+            absent = load_hf_weights(model, tensors, required_groups=("encoder",))
+            log.info("initialised encoder from %s (%d optional tensors left random)", model_cfg.init_from, len(absent))
         pooler_keys = {e.hf_key for e in get_family(model_cfg.family).weight_table(model.arch) if e.group == "pooler"}
         pretrained_pooler = model.pooler is not None and bool(pooler_keys) and not pooler_keys & set(absent)
     return LoadedModel(model=model, hf_config=hf_config, tokenizer=tokenizer, pretrained_pooler=pretrained_pooler)

@@ -166,6 +166,28 @@ def param_shardings(params: Any, mesh: Mesh, rules: Sequence[Rule]) -> Any:
     return jax.tree.map(lambda spec: NamedSharding(mesh, spec), param_specs(params, mesh, rules))
 
 
+def shardings_following_params(tree: Any, params: Any, shardings: Any, default: NamedSharding) -> Any:
+    """A sharding per leaf of ``tree`` (an optimizer state): a leaf whose path ends with a parameter's
+    path and has its shape (AdamW's ``mu``/``nu``, any parameter-shaped statistic) is sharded like that
+    parameter; every other leaf (step counts) gets ``default``.
+
+    XLA gives state that ``tx.init`` makes from zeros no sharding of its own: left to it, every device
+    held the full moments, so FSDP sharded only a third of the train state."""
+    by_path = {
+        tuple(path): (tuple(np.shape(p)), s)
+        for (path, p), s in zip(jax.tree_util.tree_leaves_with_path(params), jax.tree.leaves(shardings), strict=True)
+    }
+
+    def pick(path: tuple[Any, ...], leaf: Any) -> NamedSharding:
+        for start in range(len(path)):
+            shape, sharding = by_path.get(tuple(path[start:]), (None, None))
+            if shape == tuple(np.shape(leaf)):
+                return sharding
+        return default
+
+    return jax.tree_util.tree_map_with_path(pick, tree)
+
+
 def global_batch_array(local: np.ndarray, sharding: NamedSharding) -> jax.Array:
     """Assemble a global array from this process's rows (works single- and multi-process)."""
     return jax.make_array_from_process_local_data(sharding, local)

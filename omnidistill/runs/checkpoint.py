@@ -71,6 +71,11 @@ def _whole_arrays_from_one_process() -> None:
 _WHOLE_ARRAYS = ocp.type_handlers.ArrayHandler(use_replica_parallel=False)
 
 
+def saved_steps(run_dir: str | Path) -> list[int]:
+    """The finished steps in ``RUN/checkpoints``, read without creating anything (none if it is absent)."""
+    return sorted(ocp.utils.checkpoint_steps(Path(run_dir).absolute() / "checkpoints"))
+
+
 class RunCheckpoints:
     """The two checkpoint managers of a run."""
 

@@ -27,8 +27,16 @@ from omnidistill.models.hf_io import set_params, unrolled_shapes
 from omnidistill.models.loader import LoadedModel, load_model
 from omnidistill.models.registry import get_family
 from omnidistill.models.scan import unstack_layers
-from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_array, param_shardings, replicated, under_mesh
-from omnidistill.runs.checkpoint import RunCheckpoints
+from omnidistill.parallel.mesh import (
+    batch_sharding,
+    build_mesh,
+    global_batch_array,
+    param_shardings,
+    replicated,
+    shardings_following_params,
+    under_mesh,
+)
+from omnidistill.runs.checkpoint import RunCheckpoints, saved_steps
 from omnidistill.runs.load import load_trained
 from omnidistill.runs.run_dir import INPUT_SETTINGS, check_same_model, is_run_directory, load_run_metadata, save_run_metadata
 from omnidistill.train.optimizer import build_optimizer
@@ -131,26 +139,39 @@ def input_counts(
     return {"skipped": dict(skipped), "truncated": {split: t["truncated"] for split, t in truncation.items()}}
 
 
-def _on_mesh(x: jax.Array, mesh: Any) -> Any:
-    spec = getattr(x.sharding, "spec", None)
-    return jax.sharding.NamedSharding(mesh, spec if spec is not None else jax.sharding.PartitionSpec())
+def _with_sharding(x: Any, sharding: Any) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=sharding)
+
+
+def state_target(params: Any, tx: Any, mesh: Any, rules: Any) -> TrainState:
+    """The train state's shapes and shardings (``jax.ShapeDtypeStruct`` leaves) without any value:
+    parameters by rule, each optimizer moment like the parameter it tracks, step and RNG replicated.
+    :func:`init_state` fills it; ``--resume`` restores a checkpoint into it."""
+    p_shardings = param_shardings(params, mesh, rules)
+    params = jax.tree.map(_with_sharding, params, p_shardings)
+    rep = replicated(mesh)
+    opt_shapes = jax.eval_shape(tx.init, params)
+    opt_shardings = shardings_following_params(opt_shapes, params, p_shardings, rep)
+    return TrainState(
+        step=jax.ShapeDtypeStruct((), jnp.int32, sharding=rep),
+        params=params,
+        opt_state=jax.tree.map(_with_sharding, opt_shapes, opt_shardings),
+        rng=_with_sharding(jax.eval_shape(jax.random.PRNGKey, 0), rep),
+    )
 
 
 def init_state(params: Any, tx: Any, seed: int, mesh: Any, rules: Any) -> TrainState:
-    """Sharded train state: parameters by rule, optimizer state following its parameters."""
-    params = jax.device_put(params, param_shardings(params, mesh, rules))
-    rep = replicated(mesh)
-    # Moments follow their parameter's sharding; scalars (step counts) are replicated over the mesh.
-    # Every leaf is put on a NamedSharding of ``mesh`` even where it already sits on an equivalent
-    # one: the state the train step returns is typed by the mesh, and an initial state that is not
-    # would make the second step compile the whole train step again.
-    opt_state = jax.jit(tx.init)(params)
-    opt_state = jax.tree.map(lambda x: jax.device_put(x, _on_mesh(x, mesh)), opt_state)
+    """Sharded train state (:func:`state_target`'s shardings): the parameters, zero optimizer state.
+    Every leaf sits on a ``NamedSharding`` of ``mesh``: the state the train step returns is typed by
+    the mesh, and an initial state that is not would make the second step compile the whole train
+    step again."""
+    shardings = jax.tree.map(lambda x: x.sharding, state_target(params, tx, mesh, rules))
+    params = jax.device_put(params, shardings.params)
     return TrainState(
-        step=jax.device_put(jnp.int32(0), rep),
+        step=jax.device_put(jnp.int32(0), shardings.step),
         params=params,
-        opt_state=opt_state,
-        rng=jax.device_put(jax.random.PRNGKey(seed), rep),
+        opt_state=jax.jit(tx.init, out_shardings=shardings.opt_state)(params),
+        rng=jax.device_put(jax.random.PRNGKey(seed), shardings.rng),
     )
 
 
@@ -194,26 +215,30 @@ class TrainRun:
         return {f"lr_{name}": float(schedule(step)) for name, schedule in self.learning_rates.items()}
 
 
-def load_initial_model(cfg: Config) -> LoadedModel:
+def load_initial_model(cfg: Config, *, shapes_only: bool = False) -> LoadedModel:
     """The model a run starts from: ``model.init_from`` names a Hugging Face folder / hub id (encoder
     weights), or an omnidistill run directory (one ``train`` or ``import`` wrote): then every
     parameter of its best checkpoint that the configured model also has (same path and shape:
-    encoder, and pooler and heads when ``model.pooling``/``model.head`` match) starts from it."""
+    encoder, and pooler and heads when ``model.pooling``/``model.head`` match) starts from it.
+
+    ``shapes_only`` (a resumed run, whose checkpoint holds every value): the model is built from
+    shapes, and nothing is initialised or copied only to be overwritten."""
     if not is_run_directory(cfg.model.init_from):
-        return load_model(cfg.model, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed)
+        return load_model(cfg.model, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed, shapes_only=shapes_only)
     source = Path(str(cfg.model.init_from))
     run_cfg, _graphdef, params, _tokenizer, step = load_trained(source)
     _, hf_config, tok_dir = load_run_metadata(source)
     model_cfg = dataclasses.replace(
         cfg.model, init_from=None, tokenizer=cfg.model.tokenizer or str(tok_dir), arch={**hf_config, **cfg.model.arch}
     )
-    loaded = load_model(model_cfg, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed)
+    loaded = load_model(model_cfg, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed, shapes_only=shapes_only)
     shapes = unrolled_shapes(loaded.model)  # both sides unrolled: the source may use the other model.scan_layers
     flat = dict(nnx.traversals.flatten_mapping(unstack_layers(params)))
     matched = {p: v for p, v in flat.items() if shapes.get(p) == tuple(v.shape)}
     if not any(p[0] == "encoder" for p in matched):
         raise TrainError(f"model.init_from={source}: its encoder does not fit the configured model")
-    set_params(loaded.model, nnx.traversals.unflatten_mapping(matched))
+    if not shapes_only:
+        set_params(loaded.model, nnx.traversals.unflatten_mapping(matched))
     fresh = sorted({"/".join(map(str, p[:1])) for p in shapes if p not in matched})
     log.info("initialised from run %s (step %d)%s", source, step, f"; new: {', '.join(fresh)}" if fresh else "")
     for field in INPUT_SETTINGS:
@@ -235,7 +260,10 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     run_dir = Path(cfg.train.output_dir)
     mesh = build_mesh(cfg.mesh)
     check_batching(cfg, mesh.shape["data"] * mesh.shape["fsdp"], jax.process_count())
-    loaded = load_initial_model(cfg)
+    resuming = bool(saved_steps(run_dir))
+    if resuming and not resume:
+        raise TrainError(f"{run_dir} already has checkpoints: pass --resume to continue, or set train.output_dir to a new directory")
+    loaded = load_initial_model(cfg, shapes_only=resuming)
     encoder = RecordEncoder.from_config(loaded.tokenizer, cfg.data)
     if not cfg.data.train and cfg.data.tfds is None:
         raise TrainError("data.train names no file (or set data.tfds)")
@@ -247,8 +275,10 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     total_steps = cfg.train.max_steps or max(1, math.ceil(cfg.train.epochs * epoch_steps))
 
     graphdef, params_state = nnx.split(loaded.model, nnx.Param)
-    tx, schedules = build_optimizer(cfg.optim, params_state.to_pure_dict(), total_steps, pretrained_pooler=loaded.pretrained_pooler)
-    state = init_state(params_state.to_pure_dict(), tx, cfg.train.seed, mesh, get_family(cfg.model.family).sharding_rules)
+    params = params_state.to_pure_dict()
+    tx, schedules = build_optimizer(cfg.optim, params, total_steps, pretrained_pooler=loaded.pretrained_pooler)
+    rules = get_family(cfg.model.family).sharding_rules
+    state = state_target(params, tx, mesh, rules) if resuming else init_state(params, tx, cfg.train.seed, mesh, rules)
     state_shardings = jax.tree.map(lambda x: x.sharding, state)
     b_sharding = batch_sharding(mesh)
     dropout = cfg.model.dropout if cfg.model.dropout is not None else getattr(loaded.model.arch, "hidden_dropout_prob", 0.0)
@@ -262,9 +292,7 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     batches = training_batches(cfg, train_records, encoder)
     checkpoints = RunCheckpoints(run_dir, keep=cfg.checkpoint.keep)
     start = 0
-    if checkpoints.latest_step() is not None:
-        if not resume:
-            raise TrainError(f"{run_dir} already has checkpoints: pass --resume to continue, or set train.output_dir to a new directory")
+    if resuming:
         check_same_model(run_dir, cfg, loaded.hf_config)
         state, start = checkpoints.restore(state, batches)
         log.info("resumed from step %d", start)

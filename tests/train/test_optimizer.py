@@ -103,8 +103,10 @@ def test_a_pretrained_pooler_trains_at_the_encoder_lr(tmp_path, tiny_tokenizer_d
 
     pytest.importorskip("torch")
     with_pooler = save_tiny_bert(tmp_path / "bert", vocab_size=1024)
-    loaded = load_model(ModelConfig(family="bert", pooling="cls", init_from=str(with_pooler), tokenizer=str(tiny_tokenizer_dir)))
+    model_cfg = ModelConfig(family="bert", pooling="cls", init_from=str(with_pooler), tokenizer=str(tiny_tokenizer_dir))
+    loaded = load_model(model_cfg)
     assert loaded.pretrained_pooler
+    assert load_model(model_cfg, shapes_only=True).pretrained_pooler  # a resumed run decides the same groups
     cfg = OptimConfig(lr=1.0, head_lr=2.0)
     settings = param_settings(make_params(), cfg, pretrained_pooler=loaded.pretrained_pooler)
     assert settings["pooler"]["dense"]["kernel"][0] == 1.0 and settings["head"]["linear"]["kernel"][0] == 2.0
@@ -113,8 +115,7 @@ def test_a_pretrained_pooler_trains_at_the_encoder_lr(tmp_path, tiny_tokenizer_d
 
     tensors = {k: v for k, v in load_file(str(with_pooler / "model.safetensors")).items() if "pooler" not in k}
     save_file(tensors, str(with_pooler / "model.safetensors"))
-    assert not load_model(
-        ModelConfig(family="bert", pooling="cls", init_from=str(with_pooler), tokenizer=str(tiny_tokenizer_dir))
-    ).pretrained_pooler
+    assert not load_model(model_cfg).pretrained_pooler
+    assert not load_model(model_cfg, shapes_only=True).pretrained_pooler
     raw = load_model(ModelConfig(family="bert", pooling="cls_raw", init_from=str(with_pooler), tokenizer=str(tiny_tokenizer_dir)))
     assert not raw.pretrained_pooler

@@ -59,6 +59,18 @@ def test_sharded_step_matches_single_device(repo_root, axes, single_device_bert)
     if axes.get("tensor", 1) > 1:
         q = sharded[0].params["encoder"]["layers"][0]["attention"]["query"]["kernel"]
         assert q.sharding.spec[1] == "tensor"
+    # and so are AdamW's two moments: a device holds no more of them than twice its share of the
+    # parameters (plus the step counts), not the full moments on every device
+    device = mesh.devices.flat[0]
+    params, moments = bytes_on(device, sharded[0].params), bytes_on(device, sharded[0].opt_state)
+    assert moments <= 2 * params + 256, (moments, params)
+    if axes.get("fsdp", 1) * axes.get("tensor", 1) > 1:
+        assert params < bytes_on(device, single[0].params) / 2
+
+
+def bytes_on(device, tree) -> int:
+    """Bytes of ``tree``'s arrays stored on ``device``."""
+    return sum(shard.data.nbytes for x in jax.tree.leaves(tree) for shard in x.addressable_shards if shard.device == device)
 
 
 QWEN3 = {**ARCH, "model_type": "qwen3", "num_key_value_heads": 2, "head_dim": 16}  # grouped-query attention
