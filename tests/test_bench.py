@@ -14,9 +14,9 @@ def one_device_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
 
 
-def run(repo_root, tool, *args):
+def run(repo_root, tool, *args, tiny: bool = True):
     done = subprocess.run(
-        [sys.executable, str(repo_root / "tools" / tool), "--tiny", "--steps", "2", *args],
+        [sys.executable, str(repo_root / "tools" / tool), *(["--tiny"] if tiny else []), "--steps", "2", *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -58,11 +58,15 @@ def test_bench_score_filter(repo_root):
     )
 
 
-def test_bench_memory_estimates_grow_with_batch_and_shrink_with_remat(repo_root):
+def test_bench_memory_estimates_grow_with_batch_and_shrink_with_remat_and_fsdp(repo_root):
     rows = run(repo_root, "bench_memory.py", "--only", "ettin-32m", "--batch", "32", "--seq", "128", "--remat", "none,full")
     rows += run(repo_root, "bench_memory.py", "--only", "ettin-32m", "--batch", "64", "--seq", "128", "--remat", "none")
     peak = {(r["train_B"], r["remat"]): r["estimate_GB"] for r in rows if "model" in r}
     assert peak[(32, "full")] < peak[(32, "none")] < peak[(64, "none")]
+    # 8-way FSDP splits the whole train state, the AdamW moments included (not only the parameters);
+    # the real case's shapes (nothing is allocated), as the tiny one's state rounds to 0.001 GB
+    one, split = run(repo_root, "bench_memory.py", "--only", "ettin-32m", "--batch", "1", "--seq", "8", "--fsdp", "1,8", tiny=False)[1:]
+    assert one["state_GB"] > 0.5 and split["state_GB"] < one["state_GB"] / 6
 
 
 def test_bench_padding_reports_each_layout(repo_root):

@@ -6,6 +6,7 @@ AdamW, inference examples/s at B128xS256. Used by ``tools/bench_train.py`` and `
 from __future__ import annotations
 
 import json
+import math
 import time
 from functools import partial
 from pathlib import Path
@@ -27,7 +28,7 @@ from omnidistill.models.regressor import build_regressor, make_predict_fn
 from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_array, replicated
 from omnidistill.train.memory import compiled_peak_gb, device_peak_gb
 from omnidistill.train.optimizer import build_optimizer
-from omnidistill.train.setup import init_state
+from omnidistill.train.setup import init_state, state_target
 from omnidistill.train.step import make_loss_fn, make_train_step
 
 PEAK_FLOPS = 989e12  # H100 dense bf16, the peer's MFU reference
@@ -215,8 +216,8 @@ def bench_train(
     )
 
 
-def _saved_bytes(name: str, tiny: bool, dtype: str, remat: str, batch: int, seq: int) -> tuple[int, int, int, dict]:
-    """(activation bytes kept for the backward pass, parameter bytes, parameter count, HF config)."""
+def _saved_bytes(name: str, tiny: bool, dtype: str, remat: str, batch: int, seq: int) -> tuple[int, Any, dict]:
+    """(activation bytes kept for the backward pass, parameter shapes, HF config)."""
     model, hf = _model(name, tiny, dtype, "xla", remat, abstract=True)
     graphdef, state = nnx.split(model, nnx.Param)
     params = state.to_pure_dict()
@@ -224,34 +225,57 @@ def _saved_bytes(name: str, tiny: bool, dtype: str, remat: str, batch: int, seq:
     loss_fn = make_loss_fn(graphdef, LossConfig())
     saved = saved_residuals(lambda p, d: loss_fn(p, d, None)[0], params, data)
     activations = sum(a.size * a.dtype.itemsize for a, why in saved if "argument" not in why)
-    param_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(params))
-    return activations, param_bytes, _param_counts(params)[0], hf
+    return activations, params, hf
+
+
+def _state_bytes_per_device(name: str, params: Any, fsdp: int) -> int:
+    """Bytes of one device's train state on a data 1 x fsdp ``fsdp`` mesh, from the shardings the
+    training run gives it (:func:`~omnidistill.train.setup.state_target`): parameters, AdamW's two
+    moments, and gradients sharded like the parameters."""
+    mesh = jax.sharding.AbstractMesh((1, fsdp, 1), ("data", "fsdp", "tensor"))
+    target = state_target(params, _optimizer(params), mesh, get_family(CASES[name][0]).sharding_rules)
+
+    def local(x: jax.ShapeDtypeStruct) -> int:
+        return math.prod(x.sharding.shard_shape(x.shape)) * x.dtype.itemsize
+
+    return sum(map(local, jax.tree.leaves(target))) + sum(map(local, jax.tree.leaves(target.params)))
 
 
 def bench_memory(
-    name: str, *, batch: int = 32, seq: int = 512, dtype: str = "bfloat16", remat: str = "none", tiny: bool = False, **_: Any
+    name: str,
+    *,
+    batch: int = 32,
+    seq: int = 512,
+    dtype: str = "bfloat16",
+    remat: str = "none",
+    fsdp: int = 1,
+    tiny: bool = False,
+    **_: Any,
 ) -> dict:
     """Training memory per device from shapes alone (nothing is allocated, so any size can be sized
-    anywhere), with the XLA attention kernel (cuDNN keeps no [B, N, S, S] scores):
+    anywhere), with the XLA attention kernel (cuDNN keeps no [B, N, S, S] scores); ``batch`` is the
+    batch of one device:
 
-    - ``state_GB``: fp32 parameters, gradients and two AdamW moments;
+    - ``state_GB``: fp32 parameters, gradients and two AdamW moments, on one device of an ``fsdp``-way
+      FSDP mesh (the whole state when ``fsdp`` is 1);
     - ``saved_GB``: what the forward pass keeps for the backward pass under the remat policy;
     - ``recompute_GB``: what one layer rebuilds at a time in the backward pass under remat (the part
       of its activations that remat stopped keeping);
     - ``estimate_GB``: their sum. The measured figure is ``peak_GB`` of ``bench_train`` on a GPU.
     """
-    saved, param_bytes, count, hf = _saved_bytes(name, tiny, dtype, remat, batch, seq)
+    saved, params, hf = _saved_bytes(name, tiny, dtype, remat, batch, seq)
     recompute = 0
     if remat != "none":  # what one layer rebuilds at a time: the part remat stopped keeping
         unremat = _saved_bytes(name, tiny, dtype, "none", batch, seq)[0]
         recompute = max(unremat - saved, 0) // hf["num_hidden_layers"]
-    state = 4 * param_bytes
+    state = _state_bytes_per_device(name, params, fsdp)
     return dict(
         model=name,
         framework="omnidistill-jax",
         dtype=dtype,
         remat=remat,
-        params_M=round(count / 1e6, 1),
+        fsdp=fsdp,
+        params_M=round(_param_counts(params)[0] / 1e6, 1),
         train_B=batch,
         train_S=seq,
         state_GB=round(state / 1e9, 3),
@@ -443,6 +467,10 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
     )
     if kind != "score":
         p.add_argument("--remat", default="none", help="comma-separated model.remat policies, one case each: none,full,dots")
+    if kind == "memory":
+        p.add_argument(
+            "--fsdp", default="1", help="comma-separated FSDP mesh sizes, one case each: the train state per device (--batch is per device)"
+        )
     else:
         p.add_argument(
             "--varlen",
@@ -481,13 +509,17 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
         common = dict(
             batch=args.batch, steps=3 if args.steps == 20 else args.steps, dtype=args.dtype, attention=args.attention, tiny=args.tiny
         )
-    policies = args.remat.split(",") if kind != "score" else [None]
+    variants = [{}]
+    if kind != "score":
+        variants = [{"remat": remat} for remat in args.remat.split(",")]
+    if kind == "memory":
+        variants = [{**v, "fsdp": int(n)} for v in variants for n in args.fsdp.split(",")]
     for name in CASES:
         if args.only and not any(s in name for s in args.only.split(",")):
             continue
-        for remat in policies:
+        for variant in variants:
             try:
-                result = fn(name, **common, **({} if remat is None else {"remat": remat}))
+                result = fn(name, **common, **variant)
             except Exception as err:  # report and go on, as the peer does
                 result = dict(model=name, error=repr(err)[:300])
             print(json.dumps(result), flush=True)
