@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -83,12 +84,13 @@ def single(tmp_path_factory, repo_root):
 
 
 @pytest.mark.slow
-def test_two_processes_equal_one(tmp_path, repo_root, single):
-    """Hybrid mesh: data parallel across the 2 processes (DCN granules) x 2 devices within each. The two
-    processes read the token cache (both build it at once on first use; one rename wins) and each
-    collates only its own rows; the single process tokenizes the whole batch on the fly."""
-    run = tmp_path / "multi"
-    run_multi(repo_root, run, "mesh.data=2", "mesh.dcn_data=2", f"data.token_cache={tmp_path / 'tokens'}")
+def test_two_processes_equal_one_and_resume_exactly(tmp_path, repo_root, single):
+    """Hybrid mesh: data parallel across the 2 processes (DCN granules) x FSDP over the 2 devices within
+    each. The two processes read the token cache (both build it at once on first use; one rename wins)
+    and each collates only its own rows; the single process tokenizes the whole batch on the fly. Both
+    processes resumed from step 3 end bit-identical to their uninterrupted run."""
+    run, mesh = tmp_path / "multi", ("mesh.data=1", "mesh.fsdp=2", "mesh.dcn_data=2", f"data.token_cache={tmp_path / 'tokens'}")
+    run_multi(repo_root, run, *mesh)
     assert len(list((tmp_path / "tokens").glob("train-*/tokens.npy"))) == 1  # one finished cache, no leftovers
     assert not [p for p in (tmp_path / "tokens").iterdir() if p.name.startswith(".")]
     for a, b in zip(final_params(run), final_params(single), strict=True):
@@ -98,6 +100,13 @@ def test_two_processes_equal_one(tmp_path, repo_root, single):
     assert multi_dev == pytest.approx(single_dev, abs=1e-5)
     names = sorted(p.name for p in (run / "checkpoints" / str(STEPS) / "data").iterdir() if p.name.startswith("process_"))
     assert names == ["process_0-of-2.json", "process_1-of-2.json"]  # one grain iterator state per process
+
+    resumed = tmp_path / "resumed"
+    shutil.copytree(run, resumed)
+    shutil.rmtree(resumed / "checkpoints" / str(STEPS))  # as if both processes had died after step 3's checkpoint
+    run_multi(repo_root, resumed, *mesh, "--resume")
+    for a, b in zip(final_params(resumed), final_params(run), strict=True):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_slurm_one_task_per_node_sees_every_local_gpu():
