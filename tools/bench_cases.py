@@ -6,7 +6,6 @@ AdamW, inference examples/s at B128xS256. Used by ``tools/bench_train.py`` and `
 from __future__ import annotations
 
 import json
-import math
 import time
 from functools import partial
 from pathlib import Path
@@ -26,7 +25,7 @@ from omnidistill.models.layers import resolve_attention
 from omnidistill.models.registry import get_family
 from omnidistill.models.regressor import build_regressor, make_predict_fn
 from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_array, replicated
-from omnidistill.train.memory import compiled_peak_gb, device_peak_gb
+from omnidistill.train.memory import compiled_peak_gb, device_peak_gb, per_device_bytes
 from omnidistill.train.optimizer import build_optimizer
 from omnidistill.train.setup import init_state, state_target
 from omnidistill.train.step import make_loss_fn, make_train_step
@@ -234,11 +233,7 @@ def _state_bytes_per_device(name: str, params: Any, fsdp: int) -> int:
     moments, and gradients sharded like the parameters."""
     mesh = jax.sharding.AbstractMesh((1, fsdp, 1), ("data", "fsdp", "tensor"))
     target = state_target(params, _optimizer(params), mesh, get_family(CASES[name][0]).sharding_rules)
-
-    def local(x: jax.ShapeDtypeStruct) -> int:
-        return math.prod(x.sharding.shard_shape(x.shape)) * x.dtype.itemsize
-
-    return sum(map(local, jax.tree.leaves(target))) + sum(map(local, jax.tree.leaves(target.params)))
+    return per_device_bytes(target) + per_device_bytes(target.params)
 
 
 def bench_memory(

@@ -19,7 +19,7 @@ from omnidistill.eval.predict import predict_ids
 from omnidistill.eval.report import build_report, report_markdown
 from omnidistill.runs.run_dir import atomic_write_text
 from omnidistill.train.early_stopping import EarlyStopping
-from omnidistill.train.memory import device_peak_gb
+from omnidistill.train.memory import device_peak_gb, per_device_bytes
 from omnidistill.train.metering import WindowMeter
 from omnidistill.train.preemption import PreemptionGuard
 from omnidistill.train.profiling import ProfileWindow
@@ -123,8 +123,9 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     """Run training as configured; returns a summary (steps, best dev MAE, run directory)."""
     run = prepare_run(cfg, resume=resume)
     cadence = Cadence.of(cfg, run)
-    log.info("training %d steps (%d per epoch, %d train / %d dev records, %d skipped) on mesh %s", run.total_steps,
-             run.epoch_steps, len(run.train_records), len(run.dev_records), run.skipped_records, dict(run.mesh.shape))  # fmt: skip
+    log.info("training %d steps (%d per epoch, %d train / %d dev records, %d skipped) on mesh %s; train state %.3f GB per device",
+             run.total_steps, run.epoch_steps, len(run.train_records), len(run.dev_records), run.skipped_records,
+             dict(run.mesh.shape), per_device_bytes(run.state) / 1e9)  # fmt: skip
     sink = build_sinks(cfg, run.run_dir, run.start_step if resume else None)
     best = BestCheckpoint.load(run.run_dir, resume)
     stopper = EarlyStopping.load(run.run_dir, cfg.train.early_stopping_metric, cfg.train.early_stopping_patience, resume)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
@@ -24,3 +25,9 @@ def compiled_peak_gb(compiled: Any) -> float | None:
         stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes - stats.alias_size_in_bytes
     )
     return round(peak / 1e9, 3)
+
+
+def per_device_bytes(tree: Any) -> int:
+    """Bytes of ``tree``'s arrays that one device holds (its shard of each; arrays or sharded
+    ``jax.ShapeDtypeStruct``s): a train state's footprint per device, before activations."""
+    return sum(math.prod(x.sharding.shard_shape(x.shape)) * x.dtype.itemsize for x in jax.tree.leaves(tree))

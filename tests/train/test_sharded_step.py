@@ -8,6 +8,7 @@ from omnidistill.config import MeshConfig
 from omnidistill.models.bert.params import SHARDING_RULES
 from omnidistill.models.registry import get_family
 from omnidistill.parallel.mesh import MeshError, batch_sharding, build_mesh, global_batch_array, param_specs, replicated
+from omnidistill.train.memory import per_device_bytes
 from omnidistill.train.setup import init_state
 from omnidistill.train.step import make_train_step
 from tests.train.helpers import ARCH, batch_arrays, tiny_setup
@@ -64,6 +65,7 @@ def test_sharded_step_matches_single_device(repo_root, axes, single_device_bert)
     device = mesh.devices.flat[0]
     params, moments = bytes_on(device, sharded[0].params), bytes_on(device, sharded[0].opt_state)
     assert moments <= 2 * params + 256, (moments, params)
+    assert per_device_bytes(sharded[0]) == bytes_on(device, sharded[0])  # the figure training logs at its start
     if axes.get("fsdp", 1) * axes.get("tensor", 1) > 1:
         assert params < bytes_on(device, single[0].params) / 2
 
