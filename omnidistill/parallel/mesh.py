@@ -166,17 +166,15 @@ def param_shardings(params: Any, mesh: Mesh, rules: Sequence[Rule]) -> Any:
     return jax.tree.map(lambda spec: NamedSharding(mesh, spec), param_specs(params, mesh, rules))
 
 
-def shardings_following_params(tree: Any, params: Any, shardings: Any, default: NamedSharding) -> Any:
+def shardings_following_params(tree: Any, params: Any, default: NamedSharding) -> Any:
     """A sharding per leaf of ``tree`` (an optimizer state): a leaf whose path ends with a parameter's
     path and has its shape (AdamW's ``mu``/``nu``, any parameter-shaped statistic) is sharded like that
-    parameter; every other leaf (step counts) gets ``default``.
+    parameter (``params``: arrays or ``jax.ShapeDtypeStruct``s that carry their sharding); every other
+    leaf (step counts) gets ``default``.
 
     XLA gives state that ``tx.init`` makes from zeros no sharding of its own: left to it, every device
     held the full moments, so FSDP sharded only a third of the train state."""
-    by_path = {
-        tuple(path): (tuple(np.shape(p)), s)
-        for (path, p), s in zip(jax.tree_util.tree_leaves_with_path(params), jax.tree.leaves(shardings), strict=True)
-    }
+    by_path = {tuple(path): (tuple(p.shape), p.sharding) for path, p in jax.tree_util.tree_leaves_with_path(params)}
 
     def pick(path: tuple[Any, ...], leaf: Any) -> NamedSharding:
         for start in range(len(path)):

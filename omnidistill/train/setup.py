@@ -147,11 +147,10 @@ def state_target(params: Any, tx: Any, mesh: Any, rules: Any) -> TrainState:
     """The train state's shapes and shardings (``jax.ShapeDtypeStruct`` leaves) without any value:
     parameters by rule, each optimizer moment like the parameter it tracks, step and RNG replicated.
     :func:`init_state` fills it; ``--resume`` restores a checkpoint into it."""
-    p_shardings = param_shardings(params, mesh, rules)
-    params = jax.tree.map(_with_sharding, params, p_shardings)
+    params = jax.tree.map(_with_sharding, params, param_shardings(params, mesh, rules))
     rep = replicated(mesh)
     opt_shapes = jax.eval_shape(tx.init, params)
-    opt_shardings = shardings_following_params(opt_shapes, params, p_shardings, rep)
+    opt_shardings = shardings_following_params(opt_shapes, params, rep)
     return TrainState(
         step=jax.ShapeDtypeStruct((), jnp.int32, sharding=rep),
         params=params,
