@@ -15,7 +15,7 @@ from flax import nnx
 from omnidistill.models.registry import get_family
 from omnidistill.models.regressor import Regressor
 from omnidistill.models.scan import is_scanned, stack_layers, tree_plan, unstack_layers
-from omnidistill.models.weights import hf_to_flax
+from omnidistill.models.weights import hf_to_flax, match_hf_keys
 
 log = logging.getLogger(__name__)
 
@@ -39,30 +39,51 @@ def read_hf_config(folder: str | Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def read_hf_tensors(folder: str | Path) -> dict[str, np.ndarray]:
-    """All tensors of a folder: ``model.safetensors`` (single or sharded) or ``pytorch_model.bin``."""
-    folder = Path(folder)
-    from safetensors.numpy import load_file
-
+def _weight_files(folder: Path) -> list[Path]:
+    """The folder's safetensors files (single or sharded), or its ``pytorch_model.bin``."""
     single = folder / "model.safetensors"
     index = folder / "model.safetensors.index.json"
     if single.is_file():
-        return dict(load_file(str(single)))
+        return [single]
     if index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        tensors: dict[str, np.ndarray] = {}
-        for shard in shards:
-            tensors.update(load_file(str(folder / shard)))
-        return tensors
+        return [folder / shard for shard in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
     bin_path = folder / "pytorch_model.bin"
     if bin_path.is_file():
-        try:
-            import torch
-        except ImportError:
-            raise RuntimeError(f"{bin_path}: reading .bin weights needs torch (pip install torch==2.13.0)") from None
-        state = torch.load(bin_path, map_location="cpu", weights_only=True)
-        return {k: v.float().numpy() for k, v in state.items()}
+        return [bin_path]
     raise FileNotFoundError(f"{folder}: no model.safetensors, model.safetensors.index.json or pytorch_model.bin")
+
+
+def read_hf_tensors(folder: str | Path) -> dict[str, np.ndarray]:
+    """All tensors of a folder: ``model.safetensors`` (single or sharded) or ``pytorch_model.bin``."""
+    from safetensors.numpy import load_file
+
+    files = _weight_files(Path(folder))
+    if files[0].suffix != ".bin":
+        tensors: dict[str, np.ndarray] = {}
+        for file in files:
+            tensors.update(load_file(str(file)))
+        return tensors
+    try:
+        import torch
+    except ImportError:
+        raise RuntimeError(f"{files[0]}: reading .bin weights needs torch (pip install torch==2.13.0)") from None
+    state = torch.load(files[0], map_location="cpu", weights_only=True)
+    return {k: v.float().numpy() for k, v in state.items()}
+
+
+def read_hf_tensor_shapes(folder: str | Path) -> dict[str, tuple[int, ...]]:
+    """The shape of every tensor of a folder, from the safetensors headers alone (no tensor is read;
+    a ``pytorch_model.bin`` has no separate header and is read whole)."""
+    from safetensors import safe_open
+
+    files = _weight_files(Path(folder))
+    if files[0].suffix == ".bin":
+        return {k: tuple(v.shape) for k, v in read_hf_tensors(folder).items()}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for file in files:
+        with safe_open(str(file), framework="numpy") as f:
+            shapes.update({k: tuple(f.get_slice(k).get_shape()) for k in f.keys()})
+    return shapes
 
 
 def param_dict(model: nnx.Module) -> dict[Any, Any]:
@@ -113,19 +134,30 @@ def load_hf_weights(
     return absent_keys
 
 
+def _match_options(model: Regressor, required_groups: tuple[str, ...]) -> dict[str, Any]:
+    """How a family's HF tensors map onto ``model``: its table entries, shapes and ignorable keys."""
+    family = get_family(model.family_name)
+    shapes = unrolled_shapes(model)
+    full_table = family.weight_table(model.arch)
+    # tensors of parts this model does not have (a checkpoint's pooler under pooling: cls_raw) are not used
+    unused = tuple(e.hf_key for e in full_table if e.path not in shapes)
+    return {
+        "table": [e for e in full_table if e.path in shapes],
+        "required_groups": required_groups,
+        "ignorable_prefixes": family.ignorable_prefixes + unused + tuple(k.split(".", 1)[1] for k in unused if "." in k),
+        "shapes": shapes,
+    }
+
+
 def hf_params(model: Regressor, tensors: dict[str, np.ndarray], required_groups: tuple[str, ...]) -> tuple[dict[Any, Any], list[str]]:
     """HF tensors as ``model``'s parameter tree (checked against its shapes), and the HF keys of the
     optional tensors they lack."""
-    family = get_family(model.family_name)
-    shapes = unrolled_shapes(model)
-    table = [e for e in family.weight_table(model.arch) if e.path in shapes]
-    # tensors of parts this model does not have (a checkpoint's pooler under pooling: cls_raw) are not used
-    unused = tuple(e.hf_key for e in family.weight_table(model.arch) if e.path not in shapes)
-    params, absent = hf_to_flax(
-        tensors,
-        table,
-        required_groups=required_groups,
-        ignorable_prefixes=family.ignorable_prefixes + unused + tuple(k.split(".", 1)[1] for k in unused if "." in k),
-        shapes=shapes,
-    )
+    params, absent = hf_to_flax(tensors, **_match_options(model, required_groups))
     return params, [e.hf_key for e in absent]
+
+
+def absent_hf_keys(model: Regressor, hf_shapes: dict[str, tuple[int, ...]], required_groups: tuple[str, ...]) -> list[str]:
+    """The HF keys of the optional tensors that a checkpoint of these tensor shapes lacks, after the
+    same checks as :func:`hf_params` (missing, unexpected, mis-shaped tensors), without any values."""
+    _, absent = match_hf_keys(hf_shapes, **_match_options(model, required_groups))
+    return [e.hf_key for e in absent]

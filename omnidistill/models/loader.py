@@ -9,7 +9,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from omnidistill.config import ModelConfig
-from omnidistill.models.hf_io import hf_params, load_hf_weights, read_hf_config, read_hf_tensors, resolve_hf_dir
+from omnidistill.models.hf_io import absent_hf_keys, load_hf_weights, read_hf_config, read_hf_tensor_shapes, read_hf_tensors, resolve_hf_dir
 from omnidistill.models.registry import get_family
 from omnidistill.models.regressor import Regressor, abstract_regressor, build_regressor
 
@@ -36,16 +36,16 @@ def load_model(model_cfg: ModelConfig, *, compute_dtype: str = "float32", seed: 
     """Regressor (pretrained encoder if ``init_from``), its HF-style config dict, and its tokenizer.
 
     ``shapes_only``: the model is built from shapes and holds no values (a resumed run's checkpoint
-    fills it); ``init_from``'s tensors are still read and checked, as they decide the LR groups."""
+    fills it). ``init_from``'s tensors are then not read: their names and shapes (the safetensors
+    headers) are checked as a full load checks them, and decide ``pretrained_pooler`` (the LR groups)."""
     tok_name = model_cfg.tokenizer or model_cfg.init_from
     if tok_name is None:
         raise ValueError("model.tokenizer (or model.init_from) must name a tokenizer")
     tokenizer = load_tokenizer(tok_name)
-    tensors = None
+    folder = None
     if model_cfg.init_from:
         folder = resolve_hf_dir(model_cfg.init_from)
         hf_config = {**read_hf_config(folder), **model_cfg.arch}
-        tensors = read_hf_tensors(folder)
     else:
         hf_config = dict(model_cfg.arch)
         hf_config.setdefault("vocab_size", len(tokenizer))
@@ -61,11 +61,11 @@ def load_model(model_cfg: ModelConfig, *, compute_dtype: str = "float32", seed: 
     else:
         model = build_regressor(model_cfg, hf_config, dtype=DTYPES[compute_dtype], seed=seed)
     pretrained_pooler = False
-    if tensors is not None:
+    if folder is not None:
         if shapes_only:
-            absent = hf_params(model, tensors, required_groups=("encoder",))[1]
+            absent = absent_hf_keys(model, read_hf_tensor_shapes(folder), required_groups=("encoder",))
         else:
-            absent = load_hf_weights(model, tensors, required_groups=("encoder",))
+            absent = load_hf_weights(model, read_hf_tensors(folder), required_groups=("encoder",))
             log.info("initialised encoder from %s (%d optional tensors left random)", model_cfg.init_from, len(absent))
         pooler_keys = {e.hf_key for e in get_family(model_cfg.family).weight_table(model.arch) if e.group == "pooler"}
         pretrained_pooler = model.pooler is not None and bool(pooler_keys) and not pooler_keys & set(absent)

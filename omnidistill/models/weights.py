@@ -37,6 +37,10 @@ class WeightEntry:
     def to_hf(self, array: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(array.T) if self.kind == "linear" else array
 
+    def flax_shape(self, hf_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape :meth:`to_flax` gives a tensor of ``hf_shape``."""
+        return tuple(reversed(hf_shape)) if self.kind == "linear" else tuple(hf_shape)
+
 
 def linear(hf_prefix: str, path: Path, group: str = "encoder") -> list[WeightEntry]:
     """Entries of a ``torch.nn.Linear`` (weight transposed to a Flax kernel, bias copied)."""
@@ -72,40 +76,40 @@ def _set(tree: dict[Any, Any], path: Path, value: Any) -> None:
     node[path[-1]] = value
 
 
-def hf_to_flax(
-    tensors: Mapping[str, np.ndarray],
+def match_hf_keys(
+    hf_shapes: Mapping[str, tuple[int, ...]],
     table: Iterable[WeightEntry],
     *,
     key_prefixes: tuple[str, ...] = ("",),
     required_groups: tuple[str, ...] = ("encoder", "pooler", "classifier"),
     ignorable_prefixes: tuple[str, ...] = (),
     shapes: Mapping[Path, tuple[int, ...]] | None = None,
-) -> tuple[dict[Any, Any], list[WeightEntry]]:
-    """Map an HF state dict onto Flax paths.
+) -> tuple[list[tuple[WeightEntry, str]], list[WeightEntry]]:
+    """Match HF tensor keys (with their shapes; no values needed) to the table's entries.
 
     A table key ``k`` is looked up as ``p + k`` for each ``p`` in ``key_prefixes`` (then as the key
-    with the table's own first component removed, for bare backbone checkpoints). Returns the nested
-    Flax dict and the optional entries that were absent. Raises :class:`WeightMismatchError` listing
-    every missing required tensor, every unexpected tensor, and every shape mismatch.
+    with the table's own first component removed, for bare backbone checkpoints). Returns the
+    (entry, HF key) pairs found and the optional entries that were absent. Raises
+    :class:`WeightMismatchError` listing every missing required tensor, every unexpected tensor, and
+    every shape mismatch against ``shapes`` (Flax shapes by path).
     """
-    table = list(table)
     used: set[str] = set()
-    out: dict[Any, Any] = {}
+    found: list[tuple[WeightEntry, str]] = []
     missing, absent_optional, bad_shapes = [], [], []
     for entry in table:
         candidates = [p + entry.hf_key for p in key_prefixes]
         if "." in entry.hf_key:
             candidates.append(entry.hf_key.split(".", 1)[1])
-        key = next((c for c in candidates if c in tensors), None)
+        key = next((c for c in candidates if c in hf_shapes), None)
         if key is None:
             (missing if entry.group in required_groups else absent_optional).append(entry)
             continue
         used.add(key)
-        value = entry.to_flax(np.asarray(tensors[key]))
-        if shapes is not None and tuple(value.shape) != tuple(shapes[entry.path]):
-            bad_shapes.append(f"{key}: checkpoint {tuple(value.shape)} vs model {tuple(shapes[entry.path])}")
-        _set(out, entry.path, value)
-    unexpected = sorted(k for k in tensors if k not in used and not any(k.startswith(p) for p in ignorable_prefixes))
+        flax_shape = entry.flax_shape(hf_shapes[key])
+        if shapes is not None and flax_shape != tuple(shapes[entry.path]):
+            bad_shapes.append(f"{key}: checkpoint {flax_shape} vs model {tuple(shapes[entry.path])}")
+        found.append((entry, key))
+    unexpected = sorted(k for k in hf_shapes if k not in used and not any(k.startswith(p) for p in ignorable_prefixes))
     problems = []
     if missing:
         problems.append("missing tensors: " + ", ".join(e.hf_key for e in missing))
@@ -115,6 +119,20 @@ def hf_to_flax(
         problems.append("shape mismatches: " + "; ".join(bad_shapes))
     if problems:
         raise WeightMismatchError("; ".join(problems))
+    return found, absent_optional
+
+
+def hf_to_flax(
+    tensors: Mapping[str, np.ndarray],
+    table: Iterable[WeightEntry],
+    **match: Any,
+) -> tuple[dict[Any, Any], list[WeightEntry]]:
+    """Map an HF state dict onto Flax paths: the nested Flax dict, and the optional entries that were
+    absent. ``match`` are :func:`match_hf_keys`' options, which decide and check the mapping."""
+    found, absent_optional = match_hf_keys({k: tuple(np.shape(v)) for k, v in tensors.items()}, table, **match)
+    out: dict[Any, Any] = {}
+    for entry, key in found:
+        _set(out, entry.path, entry.to_flax(np.asarray(tensors[key])))
     return out, absent_optional
 
 

@@ -37,7 +37,7 @@ from omnidistill.parallel.mesh import (
     under_mesh,
 )
 from omnidistill.runs.checkpoint import RunCheckpoints, saved_steps
-from omnidistill.runs.load import load_trained
+from omnidistill.runs.load import load_trained, trained_model_shapes
 from omnidistill.runs.run_dir import INPUT_SETTINGS, check_same_model, is_run_directory, load_run_metadata, save_run_metadata
 from omnidistill.train.optimizer import build_optimizer
 from omnidistill.train.state import TrainState
@@ -221,25 +221,27 @@ def load_initial_model(cfg: Config, *, shapes_only: bool = False) -> LoadedModel
     encoder, and pooler and heads when ``model.pooling``/``model.head`` match) starts from it.
 
     ``shapes_only`` (a resumed run, whose checkpoint holds every value): the model is built from
-    shapes, and nothing is initialised or copied only to be overwritten."""
+    shapes, and nothing is read, initialised or copied only to be overwritten. Which parameters an
+    ``init_from`` run would give (they decide the LR groups) follows from its metadata alone."""
     if not is_run_directory(cfg.model.init_from):
         return load_model(cfg.model, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed, shapes_only=shapes_only)
     source = Path(str(cfg.model.init_from))
-    run_cfg, _graphdef, params, _tokenizer, step = load_trained(source)
-    _, hf_config, tok_dir = load_run_metadata(source)
+    run_cfg, hf_config, tok_dir = load_run_metadata(source)
+    source_model = trained_model_shapes(run_cfg, hf_config, tok_dir)
     model_cfg = dataclasses.replace(
         cfg.model, init_from=None, tokenizer=cfg.model.tokenizer or str(tok_dir), arch={**hf_config, **cfg.model.arch}
     )
     loaded = load_model(model_cfg, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed, shapes_only=shapes_only)
     shapes = unrolled_shapes(loaded.model)  # both sides unrolled: the source may use the other model.scan_layers
-    flat = dict(nnx.traversals.flatten_mapping(unstack_layers(params)))
-    matched = {p: v for p, v in flat.items() if shapes.get(p) == tuple(v.shape)}
+    matched = {p for p, shape in unrolled_shapes(source_model).items() if shapes.get(p) == shape}
     if not any(p[0] == "encoder" for p in matched):
         raise TrainError(f"model.init_from={source}: its encoder does not fit the configured model")
     if not shapes_only:
-        set_params(loaded.model, nnx.traversals.unflatten_mapping(matched))
-    fresh = sorted({"/".join(map(str, p[:1])) for p in shapes if p not in matched})
-    log.info("initialised from run %s (step %d)%s", source, step, f"; new: {', '.join(fresh)}" if fresh else "")
+        _, _, params, _, step = load_trained(source)
+        flat = dict(nnx.traversals.flatten_mapping(unstack_layers(params)))
+        set_params(loaded.model, nnx.traversals.unflatten_mapping({p: flat[p] for p in matched}))
+        fresh = sorted({"/".join(map(str, p[:1])) for p in shapes if p not in matched})
+        log.info("initialised from run %s (step %d)%s", source, step, f"; new: {', '.join(fresh)}" if fresh else "")
     for field in INPUT_SETTINGS:
         if getattr(run_cfg.data, field) != getattr(cfg.data, field):
             log.warning(

@@ -24,7 +24,7 @@ def losses(run):
 
 
 @pytest.mark.slow
-def test_scanned_training_matches_unrolled_and_converts_both_ways(tmp_path, repo_root, capsys, trained_tiny):
+def test_scanned_training_matches_unrolled_and_converts_both_ways(tmp_path, repo_root, capsys, monkeypatch, trained_tiny):
     """The unrolled run is the session's shared one (tests/shared_runs.py: fsdp 8, dropout on); the
     scanned run repeats it with ``model.scan_layers=true``."""
     scanned, unrolled = tmp_path / "scanned", trained_tiny
@@ -60,6 +60,18 @@ def test_scanned_training_matches_unrolled_and_converts_both_ways(tmp_path, repo
     assert flat_best.keys() == flat_started.keys()
     for key, value in flat_best.items():
         np.testing.assert_array_equal(np.asarray(flat_started[key]), np.asarray(value), err_msg=str(key))
+
+    # resuming such a run builds its model from shapes, and reads nothing of the init_from run's
+    # checkpoint: its metadata decides which parameters it would give, hence the same LR groups
+    def no_checkpoint(*_a, **_k):
+        raise AssertionError("a resumed run read its init_from run's checkpoint")
+
+    monkeypatch.setattr("omnidistill.train.setup.load_trained", no_checkpoint)
+    monkeypatch.setattr("omnidistill.runs.load.restore_params", no_checkpoint)
+    resumed = load_initial_model(cfg, shapes_only=True)
+    assert resumed.pretrained_pooler == loaded.pretrained_pooler
+    shapes = jax.tree.map(lambda x: x.shape, nnx.state(resumed.model, nnx.Param).to_pure_dict())
+    assert shapes == jax.tree.map(lambda x: x.shape, started)
 
 
 def _has_omniscore() -> bool:
