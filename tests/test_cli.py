@@ -116,6 +116,25 @@ def test_help_documents_every_config_key(capsys):
         assert key in out
 
 
+def test_a_bad_lang_weights_file_is_refused_before_any_work(trained_run, tmp_path, capsys, bert_random_draws, monkeypatch):
+    """``eval.lang_weights`` is read when training starts (it used to fail at the first dev evaluation,
+    after an epoch of training), and ``eval --lang-weights`` before the scoring pass."""
+    run, args = trained_run
+    bad = tmp_path / "weights.yaml"
+    bad.write_text("en: 1\nhi: -2\n")
+    fresh = tmp_path / "fresh"
+    assert main([*args, f"train.output_dir={fresh}", f"eval.lang_weights={bad}"]) == 2
+    assert f"{bad}: weight of 'hi' must be a non-negative number, got -2" in capsys.readouterr().err
+    assert bert_random_draws == [] and not fresh.exists()  # no model was built, nothing was written
+
+    def no_scoring(*_a, **_k):
+        raise AssertionError("eval scored the items before reading --lang-weights")
+
+    monkeypatch.setattr("omnidistill.eval.run_eval.predict_ids", no_scoring)
+    assert main(["eval", str(run), "--bootstrap", "0", "--no-plots", "--out", str(tmp_path / "e"), "--lang-weights", str(bad)]) == 2
+    assert f"{bad}: weight of 'hi' must be a non-negative number" in capsys.readouterr().err
+
+
 def test_resume_with_a_different_model_is_refused(trained_run, capsys):
     _, args = trained_run
     assert main([*args, "model.arch.hidden_size=32", "--resume"]) == 2

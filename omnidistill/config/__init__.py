@@ -293,7 +293,7 @@ class EvalConfig:
     measured yet). The decoders always batch by items."""
     lang_weights: str | None = None
     """L-MAE weights: a JSON/YAML file mapping language -> weight (e.g. OmniScore Table 14's test counts);
-    default: the evaluated items of each language."""
+    default: the evaluated items of each language. Training reads and checks it when it starts."""
 
 
 @dataclasses.dataclass

@@ -79,6 +79,8 @@ def evaluate_run(
     which makes them batches of that many items."""
     run_dir = Path(run_dir)
     cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint)
+    weights_file = lang_weights or cfg.eval.lang_weights  # read before scoring: a bad file costs no scoring pass
+    weights = load_group_weights(weights_file) if weights_file else None
     if skip_invalid is not None:
         cfg.data.skip_invalid = skip_invalid
     if files:
@@ -122,8 +124,6 @@ def evaluate_run(
     out = predict_ids(predict_fn, params, encoded.ids, mesh, pad_id=encoder.pad_id, **batching)
     seconds = tokenize_seconds + time.perf_counter() - start  # tokenization included, compilation (warm_up) not
     pred, level_probs = (out[..., 0], out[..., 1:]) if levels else (out, None)
-    weights_file = lang_weights or cfg.eval.lang_weights
-    weights = load_group_weights(weights_file) if weights_file else None
     report = build_report(records, pred, bootstrap_samples=bootstrap_samples, null=null, lang_weights=weights)
     baseline = train_mean_baseline(cfg, records, report["overall"]["mae_dims"])
     if baseline is not None:

@@ -14,7 +14,6 @@ import jax
 from tqdm import tqdm
 
 from omnidistill.config import Config
-from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.predict import predict_ids
 from omnidistill.eval.report import build_report, report_markdown
 from omnidistill.runs.run_dir import atomic_write_text
@@ -59,8 +58,7 @@ def dev_report(run: TrainRun, params: Any, epsilon: dict | None = None) -> dict:
     cfg = run.cfg
     batching = {"batch_size": cfg.eval.batch_size, "buckets": cfg.data.length_buckets}
     pred = predict_ids(run.predict_fn, params, run.dev_ids, run.mesh, pad_id=run.encoder.pad_id, **batching)
-    weights = load_group_weights(cfg.eval.lang_weights) if cfg.eval.lang_weights else None
-    return build_report(run.dev_records, pred, epsilon=epsilon, lang_weights=weights)
+    return build_report(run.dev_records, pred, epsilon=epsilon, lang_weights=run.lang_weights)
 
 
 def dev_epsilon(run_dir: Path, report: dict | None = None) -> dict | None:

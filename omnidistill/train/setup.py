@@ -22,6 +22,7 @@ from omnidistill.data.schema import Record
 from omnidistill.data.splits import load_split, stream_split
 from omnidistill.data.token_cache import TokenCache, cached_examples
 from omnidistill.data.tokenize import TRUNCATION_SAMPLE, EncodedInputs, RecordEncoder, count_truncated
+from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.predict import jitted_predict_fn
 from omnidistill.models.hf_io import set_params, unrolled_shapes
 from omnidistill.models.loader import LoadedModel, load_model
@@ -201,6 +202,8 @@ class TrainRun:
     batch_sharding: Any
     learning_rates: dict[str, Callable]
     checkpoints: RunCheckpoints
+    lang_weights: dict[str, float] | None = None
+    """``eval.lang_weights`` (the dev reports' L-MAE weights), read and checked before training starts."""
 
     def global_batch(self, local: dict[str, np.ndarray]) -> dict[str, jax.Array]:
         """This process's rows -> the global batch arrays the step consumes."""
@@ -261,6 +264,8 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     run_dir = Path(cfg.train.output_dir)
     mesh = build_mesh(cfg.mesh)
     check_batching(cfg, mesh.shape["data"] * mesh.shape["fsdp"], jax.process_count())
+    # a bad eval.lang_weights file fails now, not at the first dev evaluation after an epoch of training
+    lang_weights = load_group_weights(cfg.eval.lang_weights) if cfg.eval.lang_weights else None
     resuming = bool(saved_steps(run_dir))
     if resuming and not resume:
         raise TrainError(f"{run_dir} already has checkpoints: pass --resume to continue, or set train.output_dir to a new directory")
@@ -320,4 +325,5 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
         batch_sharding=b_sharding,
         learning_rates=schedules,
         checkpoints=checkpoints,
+        lang_weights=lang_weights,
     )
