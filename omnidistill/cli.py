@@ -81,8 +81,11 @@ def _eval(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     from omnidistill.sweep import run_sweep, summary_markdown
 
-    rows = run_sweep(args.sweep_file, args.overrides, output_dir=args.output_dir, only=args.only.split(",") if args.only else ())
-    print(summary_markdown(rows))
+    only = args.only.split(",") if args.only else ()
+    outcome = run_sweep(args.sweep_file, args.overrides, output_dir=args.output_dir, only=only, resume=args.resume)
+    print(summary_markdown(outcome.rows))
+    if outcome.preempted:
+        print(f"preempted during run {outcome.preempted}: its checkpoint is saved; continue the sweep with --resume")
     return 0
 
 
@@ -288,6 +291,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides applied to every run, e.g. train.max_steps=50")
     p.add_argument("--output-dir", help="where runs and summary.{md,json} go (default: the sweep file's output_dir)")
     p.add_argument("--only", metavar="RUN[,RUN]", help="train only these runs of the file (every run's config is still checked)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted sweep (or one run in parts with --only): finished runs keep their rows, "
+        "interrupted ones resume from their checkpoints, the table lists every finished run",
+    )
     p.set_defaults(func=_sweep)
 
     p = sub.add_parser("export", help="write a Hugging Face folder (safetensors + config + tokenizer + card) from a run")

@@ -17,6 +17,7 @@ correlation of the predicted std with the absolute error (:mod:`omnidistill.eval
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -24,7 +25,9 @@ from typing import Any
 
 import yaml
 
-from omnidistill.config import ConfigError, load_config
+from omnidistill.config import Config, ConfigError, load_config, to_dict
+from omnidistill.runs.checkpoint import saved_steps
+from omnidistill.runs.run_dir import atomic_write_text, read_train_summary
 
 
 def load_sweep(path: str | Path) -> dict[str, Any]:
@@ -47,14 +50,31 @@ def load_sweep(path: str | Path) -> dict[str, Any]:
     return spec
 
 
+@dataclasses.dataclass
+class SweepOutcome:
+    rows: list[dict[str, Any]]
+    """One row per finished run, in the sweep file's order."""
+    preempted: str | None = None
+    """The run that was preempted (its checkpoint saved); the sweep stopped there."""
+
+
 def run_sweep(
     path: str | Path,
     extra_overrides: list[str] | tuple[str, ...] = (),
     output_dir: str | Path | None = None,
     only: list[str] | tuple[str, ...] = (),
-) -> list[dict[str, Any]]:
+    resume: bool = False,
+) -> SweepOutcome:
     """Train and compare every run of a sweep file (or the runs named in ``only``, in the file's
-    order); returns one row per run. Every run's config is checked before the first one trains."""
+    order). Every run's config, and whether its directory may be written, is checked before the
+    first one trains.
+
+    ``resume`` continues a sweep that was interrupted (preempted, killed) or ran in parts (``only``):
+    a finished run (it has ``train_summary.json``) keeps its row of ``summary.json`` and is not
+    trained again, an interrupted one resumes from its latest checkpoint, and the rest train. The
+    table then lists every finished run of the file. A run directory whose config differs from the
+    sweep's is refused by name. A preempted run stops the sweep (its checkpoint is saved), and
+    ``resume`` goes on from there."""
     from omnidistill.eval.run_eval import evaluate_run
     from omnidistill.train.loop import train
 
@@ -65,35 +85,92 @@ def run_sweep(
     out = Path(output_dir or spec.get("output_dir", "runs/sweep"))
     common = [*spec.get("overrides", []), *extra_overrides]
     configs = {name: load_config(spec["base"], [*common, *ovr, f"train.output_dir={out / name}"]) for name, ovr in spec["runs"].items()}
-    rows = []
+    selected = [name for name in configs if not only or name in only]
+    for name in configs:  # resuming lists every finished run of the file: each is checked
+        if name in selected or resume:
+            check_run_directory(name, configs[name], resume)
+    previous = {r["run"]: r for r in _read_rows(out)} if resume else {}
+    rows: dict[str, dict[str, Any]] = {}
+
+    def table() -> list[dict[str, Any]]:
+        return [rows[n] for n in configs if n in rows]
+
     for name, cfg in configs.items():
-        if only and name not in only:
+        run_dir = Path(cfg.train.output_dir)
+        finished = resume and read_train_summary(run_dir) is not None
+        if name in previous and finished:
+            rows[name] = previous[name]  # trained and evaluated by an earlier invocation
+        if name not in selected or name in rows:
             continue
+        resumed = not finished and resume and bool(saved_steps(run_dir))
         start = time.perf_counter()
-        summary = train(cfg)
+        summary = read_train_summary(run_dir) if finished else train(cfg, resume=resume)
         wall = time.perf_counter() - start
-        full = evaluate_run(cfg.train.output_dir, split="dev")
+        if summary.get("preempted"):
+            write_summary(out, table())
+            return SweepOutcome(table(), preempted=name)
+        full = evaluate_run(run_dir, split="dev")
         report, doubt = full["overall"], full.get("uncertainty", {})
-        rows.append(
-            {
-                "run": name,
-                "overrides": spec["runs"][name],
-                "dev_mae": report["mae_dims"],
-                "dev_rmse": report["rmse"],
-                "dev_pearson": report["pearson"],
-                "dev_acc1": report["acc1"],
-                "dev_nll": doubt.get("nll"),
-                "dev_std_error_spearman": doubt.get("spearman"),
-                "steps": summary["steps"],
-                "wall_s": wall,
-            }
+        rows[name] = {
+            "run": name,
+            "overrides": spec["runs"][name],
+            "dev_mae": report["mae_dims"],
+            "dev_rmse": report["rmse"],
+            "dev_pearson": report["pearson"],
+            "dev_acc1": report["acc1"],
+            "dev_nll": doubt.get("nll"),
+            "dev_std_error_spearman": doubt.get("spearman"),
+            "steps": summary["steps"],
+            "wall_s": None if finished else wall,  # of this invocation: a resumed run's earlier part is not counted
+            "resumed": resumed,
+        }
+        write_summary(out, table())
+    write_summary(out, table())  # also when every row was kept from before
+    return SweepOutcome(table())
+
+
+def check_run_directory(name: str, cfg: Config, resume: bool) -> None:
+    """Refuse a run directory that holds a run, unless resuming; refuse resuming one whose config differs."""
+    run_dir = Path(cfg.train.output_dir)
+    holds_run = bool(saved_steps(run_dir)) or read_train_summary(run_dir) is not None
+    if holds_run and not resume:
+        raise ConfigError(
+            f"run {name}: {run_dir} already holds a run; pass --resume to continue the sweep, or --output-dir to start another"
         )
-        write_summary(out, rows)
-    return rows
+    if resume and (run_dir / "config.yaml").is_file():
+        differences = _differences(to_dict(load_config(run_dir / "config.yaml")), to_dict(cfg))
+        if differences:
+            raise ConfigError(
+                f"run {name}: {run_dir} was trained with another config ({'; '.join(differences)}); "
+                "remove it to train it again, or pass another --output-dir"
+            )
+
+
+def _differences(saved: dict[str, Any], now: dict[str, Any], prefix: str = "") -> list[str]:
+    """``key: saved != now`` for every leaf of two config dicts that differs."""
+    out = []
+    for key in sorted(set(saved) | set(now)):
+        a, b = saved.get(key), now.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}: {a!r} != {b!r}")
+    return out
+
+
+def _read_rows(out: Path) -> list[dict[str, Any]]:
+    path = out / "summary.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
 
 
 def _maybe(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
+
+
+def _wall(row: dict[str, Any]) -> str:
+    if row.get("wall_s") is None:
+        return "—"
+    return f"{row['wall_s']:.1f}" + (" (resumed: this part)" if row.get("resumed") else "")
 
 
 def summary_markdown(rows: list[dict[str, Any]]) -> str:
@@ -105,12 +182,12 @@ def summary_markdown(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['run']} | `{' '.join(r['overrides'])}` | {r['dev_mae']:.4f} | {r['dev_rmse']:.4f} | "
             f"{r['dev_pearson']:.3f} | {r['dev_acc1']:.3f} | {_maybe(r.get('dev_nll'))} | {_maybe(r.get('dev_std_error_spearman'))} | "
-            f"{r['steps']} | {r['wall_s']:.1f} |"
+            f"{r['steps']} | {_wall(r)} |"
         )
     return "\n".join(lines) + "\n"
 
 
 def write_summary(out: Path, rows: list[dict[str, Any]]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(rows, indent=2), encoding="utf-8")
-    (out / "summary.md").write_text(summary_markdown(rows), encoding="utf-8")
+    atomic_write_text(out / "summary.json", json.dumps(rows, indent=2))
+    atomic_write_text(out / "summary.md", summary_markdown(rows))

@@ -38,3 +38,5 @@ def test_the_tiny_default_beats_the_mean_baseline_clearly(tmp_path, repo_root, m
     assert mae <= 0.9 * baseline, (mae, baseline)
     assert pearson >= 0.5, pearson
     assert json.loads((run / "best_metrics.json").read_text())["dev_mae"] == pytest.approx(mae, abs=1e-4)
+    finished = json.loads((run / "train_summary.json").read_text())  # the run finished: sweep --resume keeps it
+    assert finished["best_dev_mae"] == pytest.approx(mae, abs=1e-4) and not finished["preempted"]

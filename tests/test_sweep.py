@@ -9,10 +9,32 @@ from omnidistill.config import ConfigError
 from omnidistill.sweep import load_sweep
 
 
+class PreemptSecondRun:
+    """Stands in for the training loop's PreemptionGuard: the second run trained is preempted after step 1."""
+
+    runs = 0
+
+    def __init__(self, *_a, **_k):
+        PreemptSecondRun.runs += 1
+        self.preempt = PreemptSecondRun.runs == 2
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def should_stop(self, step: int) -> bool:
+        return self.preempt and step == 1
+
+
 @pytest.mark.slow
-def test_shipped_heads_sweep_runs(repo_root, tmp_path, monkeypatch, capsys):
+def test_shipped_heads_sweep_runs_and_resumes(repo_root, tmp_path, monkeypatch, capsys):
     """Two of the four heads train (a sigmoid head and a level head, which adds the uncertainty
-    columns); ``--only`` still checks every run's config, and names the runs when it finds none."""
+    columns); ``--only`` still checks every run's config, and names the runs when it finds none. The
+    second run is preempted: the sweep stops there, a plain rerun is refused, a rerun with another
+    config is refused by key, and ``--resume`` continues that run from its checkpoint while the
+    finished run keeps its row and is not trained again."""
     monkeypatch.chdir(repo_root)
     out = tmp_path / "sweep"
     args = [
@@ -27,14 +49,34 @@ def test_shipped_heads_sweep_runs(repo_root, tmp_path, monkeypatch, capsys):
     ]
     assert main([*args, "--only", "ordinal,linear_sigmoid,nope"]) == 2
     assert "no run named nope (runs: linear_sigmoid, shared_mlp, ordinal, classification)" in capsys.readouterr().err
+
+    monkeypatch.setattr("omnidistill.train.loop.PreemptionGuard", PreemptSecondRun)
     assert main([*args, "--only", "classification,linear_sigmoid"]) == 0
+    assert "preempted during run classification" in capsys.readouterr().out
+    rows = json.loads((out / "summary.json").read_text())
+    assert [r["run"] for r in rows] == ["linear_sigmoid"]
+    assert (out / "linear_sigmoid" / "train_summary.json").is_file() and not (out / "classification" / "train_summary.json").exists()
+    finished_log = (out / "linear_sigmoid" / "train_log.jsonl").read_text()
+
+    assert main([*args, "--only", "classification,linear_sigmoid"]) == 2
+    assert "linear_sigmoid already holds a run; pass --resume" in capsys.readouterr().err
+    assert main([*args[:-2], "train.seed=7", *args[-2:], "--only", "classification", "--resume"]) == 2
+    assert "another config (train.seed: 0 != 7)" in capsys.readouterr().err
+
+    monkeypatch.undo()
+    monkeypatch.chdir(repo_root)
+    assert main([*args, "--only", "classification", "--resume"]) == 0
     rows = json.loads((out / "summary.json").read_text())
     assert [r["run"] for r in rows] == ["linear_sigmoid", "classification"]  # the file's order
+    assert rows[0]["resumed"] is False and rows[1]["resumed"] is True
+    assert (out / "linear_sigmoid" / "train_log.jsonl").read_text() == finished_log  # not trained again
+    saved = sorted(int(p.name) for p in (out / "classification" / "checkpoints").iterdir() if p.name.isdigit())
+    assert saved == [1, 2]  # step 1 saved at the preemption, step 2 after the resume
     assert all(0 < r["dev_mae"] < 4 and r["steps"] == 2 and r["wall_s"] > 0 for r in rows)
     assert rows[1]["dev_nll"] is not None and rows[0]["dev_nll"] is None
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == sorted(r["run"] for r in rows)
     table = (out / "summary.md").read_text()
-    assert "| classification |" in table and "dev MAE" in table
+    assert "| classification |" in table and "dev MAE" in table and "(resumed: this part)" in table
     assert "| classification |" in capsys.readouterr().out
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 from omnidistill.config import Config, dump_config, load_config
 
+TRAIN_SUMMARY = "train_summary.json"
+"""Written when training ends without preemption (finished or stopped early), removed when it starts."""
 INPUT_SETTINGS = ("input_format", "layout", "truncation")
 """The ``data`` fields that decide a model's token ids: a run keeps them (resume), and an init warns on change."""
 
@@ -24,6 +26,12 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+
+def read_train_summary(run_dir: str | Path) -> dict[str, Any] | None:
+    """The summary of a run's finished training, or None while it has not finished (or never started)."""
+    path = Path(run_dir) / TRAIN_SUMMARY
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def save_run_metadata(run_dir: str | Path, cfg: Config, hf_config: dict[str, Any], tokenizer: Any) -> None:

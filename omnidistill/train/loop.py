@@ -16,7 +16,7 @@ from tqdm import tqdm
 from omnidistill.config import Config
 from omnidistill.eval.predict import predict_ids
 from omnidistill.eval.report import build_report, report_markdown
-from omnidistill.runs.run_dir import atomic_write_text
+from omnidistill.runs.run_dir import TRAIN_SUMMARY, atomic_write_text
 from omnidistill.train.early_stopping import EarlyStopping
 from omnidistill.train.memory import device_peak_gb, per_device_bytes
 from omnidistill.train.metering import WindowMeter
@@ -120,6 +120,8 @@ def settle(pending: list, first_step: int, policy: str, meter: WindowMeter) -> i
 def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     """Run training as configured; returns a summary (steps, best dev MAE, run directory)."""
     run = prepare_run(cfg, resume=resume)
+    if jax.process_index() == 0:  # the run is training again: it is not finished until it ends
+        (run.run_dir / TRAIN_SUMMARY).unlink(missing_ok=True)
     cadence = Cadence.of(cfg, run)
     log.info("training %d steps (%d per epoch, %d train / %d dev records, %d skipped) on mesh %s; train state %.3f GB per device",
              run.total_steps, run.epoch_steps, len(run.train_records), len(run.dev_records), run.skipped_records,
@@ -170,7 +172,11 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     bar.close()
     sink.close()
     summary = finish(run, state, step, best, last_dev, preempted, skipped)
-    return {**summary, "early_stopping": {**stopper.summary(), "stopped": stopped}} if cfg.train.early_stopping_patience else summary
+    if cfg.train.early_stopping_patience:
+        summary["early_stopping"] = {**stopper.summary(), "stopped": stopped}
+    if not preempted and jax.process_index() == 0:
+        atomic_write_text(run.run_dir / TRAIN_SUMMARY, json.dumps(summary, indent=2))
+    return summary
 
 
 def finish(run: TrainRun, state: Any, step: int, best: BestCheckpoint, last_dev: dict | None, preempted: bool, skipped: int) -> dict:
