@@ -79,8 +79,17 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from omnidistill.sweep import run_sweep, summary_markdown
+    import jax
 
+    from omnidistill.sweep import run_sweep, summary_markdown
+    from omnidistill.train.distributed import maybe_initialize_distributed
+
+    maybe_initialize_distributed()
+    if jax.process_count() > 1:  # every process would train every run into the same directories on its own
+        raise ValueError(
+            f"sweep trains its runs in one process, and this is one of {jax.process_count()}: on several hosts, "
+            "launch each run with `omnidistill train` (launch/), or run the sweep on one host"
+        )
     only = args.only.split(",") if args.only else ()
     outcome = run_sweep(args.sweep_file, args.overrides, output_dir=args.output_dir, only=only, resume=args.resume)
     print(summary_markdown(outcome.rows))

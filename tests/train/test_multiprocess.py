@@ -162,3 +162,26 @@ def test_simulated_slurm_job_puts_every_local_device_in_the_mesh():
         assert r["processes"] == 2 and r["mesh_size"] == 4
         assert r["visible"] == "0,1"  # without the fix JAX sets "0" (SLURM_LOCALID): one GPU per node
         assert r["local_in_mesh"] == r["local"] and len(r["local"]) == 2
+
+
+def test_a_sweep_on_several_processes_is_refused(tmp_path, repo_root):
+    """Without a distributed start every process of a pod would train every run of a sweep into the same
+    directories on its own; the sweep joins the processes, sees several, and refuses before training."""
+    port = free_port()
+    sweep = [sys.executable, "-m", "omnidistill", "sweep", str(repo_root / "configs" / "ablations" / "heads.yaml")]
+    procs = [
+        subprocess.Popen(
+            [*sweep, "--output-dir", str(tmp_path / "sweep")],
+            env=env(1, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=repo_root,
+        )
+        for i in range(2)
+    ]
+    for p in procs:
+        out = p.communicate(timeout=180)[0]
+        assert p.returncode == 2, out[-3000:]
+        assert "sweep trains its runs in one process, and this is one of 2" in out
+    assert not (tmp_path / "sweep").exists()
