@@ -31,23 +31,68 @@ from omnidistill.runs.run_dir import atomic_write_text, read_train_summary
 
 
 def load_sweep(path: str | Path) -> dict[str, Any]:
+    """A sweep file, checked: its keys, its runs, and its base config file. Errors name the file and
+    the line of the key at fault; ``spec["lines"]`` maps ``base``, ``overrides`` and ``runs.<name>`` to
+    their lines, for errors found later (:func:`sweep_configs`)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: sweep file not found")
-    spec = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    text = path.read_text(encoding="utf-8")
+    try:
+        spec = yaml.safe_load(text) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML ({err})") from None
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{path}: expected a mapping with base, output_dir, overrides and runs")
+    lines = _key_lines(text)
     unknown = set(spec) - {"base", "output_dir", "overrides", "runs"}
     if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))} (valid: base, output_dir, overrides, runs)")
+        first = min(unknown, key=lambda k: lines.get(str(k), 0))
+        raise ConfigError(
+            f"{path}:{lines.get(str(first), 1)}: unknown key(s) {', '.join(sorted(map(str, unknown)))} "
+            "(valid: base, output_dir, overrides, runs)"
+        )
     if not isinstance(spec.get("runs"), dict) or not spec["runs"]:
-        raise ConfigError(f"{path}: runs must map run names to lists of overrides")
+        raise ConfigError(f"{path}:{lines.get('runs', 1)}: runs must map run names to lists of overrides")
     for name, overrides in spec["runs"].items():
         if not isinstance(overrides, list):
-            raise ConfigError(f"{path}: runs.{name} must be a list of key=value overrides")
+            raise ConfigError(f"{path}:{lines.get(f'runs.{name}', 1)}: runs.{name} must be a list of key=value overrides")
     base = Path(spec.get("base", ""))
     if not base.is_file() and (path.parent / base).is_file():
         base = path.parent / base
+    if not base.is_file():
+        raise ConfigError(
+            f"{path}:{lines.get('base', 1)}: base: {spec.get('base')!r} is not a file (relative to the sweep file or the working directory)"
+        )
     spec["base"] = base
+    spec["lines"] = lines
     return spec
+
+
+def _key_lines(text: str) -> dict[str, int]:
+    """1-based line of each top-level key, and of each ``runs.<name>``, of a YAML mapping."""
+    root = yaml.compose(text)
+    lines: dict[str, int] = {}
+    if not isinstance(root, yaml.MappingNode):
+        return lines
+    for key, value in root.value:
+        lines[str(key.value)] = key.start_mark.line + 1
+        if key.value == "runs" and isinstance(value, yaml.MappingNode):
+            for run_key, _ in value.value:
+                lines[f"runs.{run_key.value}"] = run_key.start_mark.line + 1
+    return lines
+
+
+def sweep_configs(path: str | Path, spec: dict[str, Any], common: list[str], out: Path) -> dict[str, Config]:
+    """Each run's config (the base config, ``common`` overrides, the run's own, its output directory);
+    an error names the sweep file, the run's line and the run."""
+    configs = {}
+    for name, overrides in spec["runs"].items():
+        try:
+            configs[name] = load_config(spec["base"], [*common, *overrides, f"train.output_dir={out / name}"])
+        except (ConfigError, ValueError) as err:
+            raise ConfigError(f"{path}:{spec['lines'].get(f'runs.{name}', 1)}: runs.{name}: {err}") from None
+    return configs
 
 
 @dataclasses.dataclass
@@ -77,6 +122,7 @@ def run_sweep(
     ``resume`` goes on from there."""
     from omnidistill.eval.run_eval import evaluate_run
     from omnidistill.train.loop import train
+    from omnidistill.train.setup import check_run_config
 
     spec = load_sweep(path)
     unknown = [name for name in only if name not in spec["runs"]]
@@ -84,11 +130,17 @@ def run_sweep(
         raise ConfigError(f"{path}: no run named {', '.join(unknown)} (runs: {', '.join(spec['runs'])})")
     out = Path(output_dir or spec.get("output_dir", "runs/sweep"))
     common = [*spec.get("overrides", []), *extra_overrides]
-    configs = {name: load_config(spec["base"], [*common, *ovr, f"train.output_dir={out / name}"]) for name, ovr in spec["runs"].items()}
+    configs = sweep_configs(path, spec, common, out)
     selected = [name for name in configs if not only or name in only]
     for name in configs:  # resuming lists every finished run of the file: each is checked
         if name in selected or resume:
             check_run_directory(name, configs[name], resume)
+    for name in selected:  # what training would refuse, for every run before the first one trains
+        if not (resume and read_train_summary(configs[name].train.output_dir) is not None):
+            try:
+                check_run_config(configs[name])
+            except (ValueError, OSError) as err:
+                raise ConfigError(f"{path}:{spec['lines'].get(f'runs.{name}', 1)}: runs.{name}: {err}") from None
     previous = {r["run"]: r for r in _read_rows(out)} if resume else {}
     rows: dict[str, dict[str, Any]] = {}
 

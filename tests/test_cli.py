@@ -135,6 +135,20 @@ def test_a_bad_lang_weights_file_is_refused_before_any_work(trained_run, tmp_pat
     assert f"{bad}: weight of 'hi' must be a non-negative number" in capsys.readouterr().err
 
 
+def test_a_loss_the_head_cannot_take_is_refused_before_the_data_is_read(trained_run, tmp_path, capsys, monkeypatch):
+    """It used to fail at the first step's trace, after the data was read and the run directory written."""
+    _, args = trained_run
+
+    def no_data(*_a, **_k):
+        raise AssertionError("the training data was read")
+
+    monkeypatch.setattr("omnidistill.train.setup.training_records", no_data)
+    fresh = tmp_path / "fresh"
+    assert main([*args, f"train.output_dir={fresh}", "loss.name=ordinal"]) == 2
+    assert "loss 'ordinal' needs model.head=ordinal" in capsys.readouterr().err
+    assert not fresh.exists()
+
+
 def test_resume_with_a_different_model_is_refused(trained_run, capsys):
     _, args = trained_run
     assert main([*args, "model.arch.hidden_size=32", "--resume"]) == 2

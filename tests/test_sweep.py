@@ -88,11 +88,33 @@ def test_recipe_sweep_configs_are_valid(repo_root):
         load_config(spec["base"], overrides)
 
 
-def test_malformed_sweep_is_named(tmp_path):
+def test_malformed_sweep_is_named(tmp_path, repo_root):
     path = tmp_path / "s.yaml"
-    path.write_text("base: x.yaml\nruns: {a: model.head=ordinal}\nextra: 1\n")
-    with pytest.raises(ConfigError, match="unknown key"):
+    base = repo_root / "configs" / "tiny.yaml"
+    path.write_text(f"base: {base}\nruns: {{a: model.head=ordinal}}\nextra: 1\n")
+    with pytest.raises(ConfigError, match=f"{path}:3: unknown key"):
         load_sweep(path)
-    path.write_text("base: x.yaml\nruns: {a: model.head=ordinal}\n")
-    with pytest.raises(ConfigError, match=r"runs\.a must be a list"):
+    path.write_text(f"base: {base}\nruns:\n  a: [model.head=ordinal]\n  b: model.head=ordinal\n")
+    with pytest.raises(ConfigError, match=rf"{path}:4: runs\.b must be a list"):
         load_sweep(path)
+    path.write_text("output_dir: x\nbase: missing.yaml\nruns: {a: [model.head=ordinal]}\n")
+    with pytest.raises(ConfigError, match=f"{path}:2: base: 'missing.yaml' is not a file"):
+        load_sweep(path)
+
+
+def test_every_run_is_checked_before_the_first_trains(tmp_path, repo_root, capsys):
+    """A run that training would refuse only at its model or its first step (an unknown head, a loss
+    the head cannot take) stops the sweep before any run trains, naming the sweep file's line and the run."""
+    path = tmp_path / "s.yaml"
+    lines = [f"base: {repo_root / 'configs' / 'tiny.yaml'}", "runs:", "  fine: [model.head=ordinal]"]
+    out = tmp_path / "out"
+    path.write_text("\n".join([*lines, "  typo: [model.head=ordinall]"]) + "\n")
+    assert main(["sweep", str(path), "--output-dir", str(out)]) == 2
+    assert f"{path}:4: runs.typo: unknown head 'ordinall'" in capsys.readouterr().err
+    path.write_text("\n".join([*lines, "  mismatch: [loss.name=cross_entropy]"]) + "\n")
+    assert main(["sweep", str(path), "--output-dir", str(out)]) == 2
+    assert f"{path}:4: runs.mismatch: loss 'cross_entropy' needs model.head=classification" in capsys.readouterr().err
+    path.write_text("\n".join([*lines, "  bad_override: [optim.lrr=1]"]) + "\n")
+    assert main(["sweep", str(path), "--output-dir", str(out)]) == 2
+    assert f"{path}:4: runs.bad_override: " in capsys.readouterr().err
+    assert not out.exists()  # nothing trained

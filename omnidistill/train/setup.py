@@ -22,6 +22,7 @@ from omnidistill.data.schema import Record
 from omnidistill.data.splits import load_split, stream_split
 from omnidistill.data.token_cache import TokenCache, cached_examples
 from omnidistill.data.tokenize import TRUNCATION_SAMPLE, EncodedInputs, RecordEncoder, count_truncated
+from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
 from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.predict import jitted_predict_fn
 from omnidistill.models.hf_io import set_params, unrolled_shapes
@@ -42,7 +43,7 @@ from omnidistill.runs.load import load_trained, trained_model_shapes
 from omnidistill.runs.run_dir import INPUT_SETTINGS, check_same_model, is_run_directory, load_run_metadata, save_run_metadata
 from omnidistill.train.optimizer import build_optimizer
 from omnidistill.train.state import TrainState
-from omnidistill.train.step import make_train_step
+from omnidistill.train.step import make_loss_fn, make_train_step
 
 log = logging.getLogger(__name__)
 BATCH_KEYS = ("input_ids", "attention_mask", "labels", "label_mask", "label_dist", "example_mask")
@@ -258,6 +259,34 @@ def load_initial_model(cfg: Config, *, shapes_only: bool = False) -> LoadedModel
     return loaded
 
 
+def check_loss(cfg: Config, model: Any) -> None:
+    """Trace the loss of one abstract batch through ``model`` (values or shapes alone): what the first
+    training step would refuse (an unknown ``loss.name``, a loss the head cannot take) is refused now,
+    before any data is read. Nothing is computed."""
+    graphdef, params = nnx.split(model, nnx.Param)
+    n, length = 2, 8
+    batch = {
+        "input_ids": jax.ShapeDtypeStruct((n, length), jnp.int32),
+        "attention_mask": jax.ShapeDtypeStruct((n, length), jnp.int32),
+        "labels": jax.ShapeDtypeStruct((n, len(DIMENSIONS)), jnp.float32),
+        "label_mask": jax.ShapeDtypeStruct((n, len(DIMENSIONS)), jnp.float32),
+        "label_dist": jax.ShapeDtypeStruct((n, len(DIMENSIONS), NUM_LEVELS), jnp.float32),
+        "example_mask": jax.ShapeDtypeStruct((n,), jnp.float32),
+    }
+    jax.eval_shape(make_loss_fn(graphdef, cfg.loss), params.to_pure_dict(), batch, None)
+
+
+def check_run_config(cfg: Config) -> None:
+    """Refuse a config that training would refuse after reading its data: the model (family, arch,
+    head, pooling, ``init_from``'s names and shapes), the input settings, the loss and the LR groups,
+    all checked from shapes, with no weights read or initialised. A sweep checks every run this way
+    before the first one trains."""
+    loaded = load_initial_model(cfg, shapes_only=True)
+    RecordEncoder.from_config(loaded.tokenizer, cfg.data)
+    check_loss(cfg, loaded.model)
+    build_optimizer(cfg.optim, nnx.state(loaded.model, nnx.Param).to_pure_dict(), 1, pretrained_pooler=loaded.pretrained_pooler)
+
+
 def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     """Build the run described by ``cfg``; with ``resume``, restore its latest checkpoint (state and
     data iterator). A run directory that already has checkpoints is refused without ``resume``."""
@@ -270,6 +299,7 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     if resuming and not resume:
         raise TrainError(f"{run_dir} already has checkpoints: pass --resume to continue, or set train.output_dir to a new directory")
     loaded = load_initial_model(cfg, shapes_only=resuming)
+    check_loss(cfg, loaded.model)
     encoder = RecordEncoder.from_config(loaded.tokenizer, cfg.data)
     if not cfg.data.train and cfg.data.tfds is None:
         raise TrainError("data.train names no file (or set data.tfds)")
