@@ -83,6 +83,11 @@ def _key_lines(text: str) -> dict[str, int]:
     return lines
 
 
+def run_error(path: str | Path, spec: dict[str, Any], name: str, err: Exception) -> ConfigError:
+    """``err`` of the sweep's run ``name``, located at that run's line of the sweep file."""
+    return ConfigError(f"{path}:{spec['lines'].get(f'runs.{name}', 1)}: runs.{name}: {err}")
+
+
 def sweep_configs(path: str | Path, spec: dict[str, Any], common: list[str], out: Path) -> dict[str, Config]:
     """Each run's config (the base config, ``common`` overrides, the run's own, its output directory);
     an error names the sweep file, the run's line and the run."""
@@ -91,7 +96,7 @@ def sweep_configs(path: str | Path, spec: dict[str, Any], common: list[str], out
         try:
             configs[name] = load_config(spec["base"], [*common, *overrides, f"train.output_dir={out / name}"])
         except (ConfigError, ValueError) as err:
-            raise ConfigError(f"{path}:{spec['lines'].get(f'runs.{name}', 1)}: runs.{name}: {err}") from None
+            raise run_error(path, spec, name, err) from None
     return configs
 
 
@@ -140,7 +145,7 @@ def run_sweep(
             try:
                 check_run_config(configs[name])
             except (ValueError, OSError) as err:
-                raise ConfigError(f"{path}:{spec['lines'].get(f'runs.{name}', 1)}: runs.{name}: {err}") from None
+                raise run_error(path, spec, name, err) from None
     previous = {r["run"]: r for r in _read_rows(out)} if resume else {}
     rows: dict[str, dict[str, Any]] = {}
 
