@@ -264,7 +264,7 @@ def check_loss(cfg: Config, model: Any) -> None:
     training step would refuse (an unknown ``loss.name``, a loss the head cannot take) is refused now,
     before any data is read. Nothing is computed."""
     graphdef, params = nnx.split(model, nnx.Param)
-    n, length = 2, 8
+    n, length = 2, min(128, cfg.data.max_length)  # a length training uses: kernels that block rows see a real one
     batch = {
         "input_ids": jax.ShapeDtypeStruct((n, length), jnp.int32),
         "attention_mask": jax.ShapeDtypeStruct((n, length), jnp.int32),
