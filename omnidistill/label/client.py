@@ -1,7 +1,9 @@
 """A small client for OpenAI-compatible chat-completions endpoints (standard library only).
 
 Retries rate limits (429), server errors (5xx), timeouts and connection errors with exponential
-backoff, honouring ``Retry-After``; other HTTP errors fail at once. The API key comes from the
+backoff, honouring ``Retry-After``; other HTTP errors fail at once. Errors that every request would
+get (a refused key, an unknown path or model, an endpoint that cannot be reached) are
+:class:`EndpointError`. The API key comes from the
 environment variable the config names, never from a file.
 """
 
@@ -17,6 +19,15 @@ from typing import Any
 
 class ClientError(RuntimeError):
     """The endpoint could not give an answer (after retries, or a non-retryable error)."""
+
+
+class EndpointError(ClientError):
+    """An error that no item can get past: the endpoint refused the key (401, 403), does not know the
+    path or the model (404), or could not be reached at all. Labelling stops at the first one."""
+
+
+REFUSING = (401, 403, 404)
+"""HTTP statuses that every request to this endpoint would get (key, permission, path or model)."""
 
 
 @dataclass
@@ -73,9 +84,10 @@ class ChatClient:
         if top_logprobs is not None:
             payload["logprobs"] = True
             payload["top_logprobs"] = top_logprobs
-        last_error = ""
+        last_error, unreachable = "", False
         for attempt in range(self.max_retries + 1):
             wait = min(self.max_backoff_s, self.backoff_s * 2**attempt)
+            unreachable = False  # of this attempt: no connection, as opposed to an answer that failed
             try:
                 body = self._request(payload)
                 choice = body["choices"][0]["message"]["content"]
@@ -86,6 +98,8 @@ class ChatClient:
                 )
             except urllib.error.HTTPError as err:
                 last_error = f"HTTP {err.code}"
+                if err.code in REFUSING:
+                    raise EndpointError(f"{self.url}: HTTP {err.code}: {err.read()[:200]!r}") from None
                 if err.code != 429 and err.code < 500:
                     raise ClientError(f"{self.url}: HTTP {err.code}: {err.read()[:200]!r}") from None
                 retry_after = err.headers.get("Retry-After") if err.headers else None
@@ -95,9 +109,12 @@ class ChatClient:
                     except ValueError:
                         pass
             except (TimeoutError, urllib.error.URLError, ConnectionError) as err:
-                last_error = f"{type(err).__name__}: {getattr(err, 'reason', err)}"
+                reason = getattr(err, "reason", err)
+                last_error = f"{type(err).__name__}: {reason}"
+                unreachable = not isinstance(err, TimeoutError) and not isinstance(reason, TimeoutError)  # a slow answer is per item
             except (json.JSONDecodeError, KeyError, IndexError, TypeError) as err:
                 last_error = f"malformed response ({type(err).__name__})"
             if attempt < self.max_retries:
                 time.sleep(wait)
-        raise ClientError(f"{self.url}: no answer after {self.max_retries + 1} attempts ({last_error})")
+        error = EndpointError if unreachable else ClientError
+        raise error(f"{self.url}: no answer after {self.max_retries + 1} attempts ({last_error})")

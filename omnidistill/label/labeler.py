@@ -35,7 +35,7 @@ from omnidistill.dimensions import DIMENSIONS
 from omnidistill.label import checklist as ce
 from omnidistill.label.aggregate import aggregate
 from omnidistill.label.cache import DiskCache, request_key
-from omnidistill.label.client import ChatClient, ClientError
+from omnidistill.label.client import ChatClient, ClientError, EndpointError
 from omnidistill.label.config import LabelConfig, check_label_config
 from omnidistill.label.error_report import error_report_messages, parse_error_report
 from omnidistill.label.logprobs import LogprobsError, judgment_distributions
@@ -73,6 +73,8 @@ class Labeler:
         check_label_config(cfg)
         self.cache = DiskCache(cfg.cache_dir)
         self.usage = Usage()
+        self.stopped: EndpointError | None = None
+        """The first error that every request would meet: no request is sent after it."""
 
     def _ask(self, messages: list[dict[str, str]], model: str, sample: int, attempt: int, logprobs: bool = False) -> dict[str, Any]:
         """The answer (``text``, and ``logprobs`` when asked for), from the cache or the server."""
@@ -92,9 +94,15 @@ class Labeler:
         if hit is not None:
             self.usage.add(cached=1)
             return hit
-        answer = self.client.complete(
-            messages, model=model, temperature=self.cfg.temperature, max_tokens=self.cfg.max_tokens, seed=sample, top_logprobs=top
-        )
+        if self.stopped is not None:  # another item met an error that every request would meet
+            raise EndpointError(str(self.stopped))
+        try:
+            answer = self.client.complete(
+                messages, model=model, temperature=self.cfg.temperature, max_tokens=self.cfg.max_tokens, seed=sample, top_logprobs=top
+            )
+        except EndpointError as err:
+            self.stopped = err
+            raise
         self.usage.add(requests=answer.attempts, prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens)
         value = {"text": answer.text, "prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens}
         if top is not None:
@@ -170,6 +178,8 @@ class Labeler:
             try:
                 items = self.checklist(record, model) if self.cfg.mode == "checklist" else None
                 messages, parser = self.request(record, items)
+            except EndpointError:
+                raise
             except (JudgeOutputError, ClientError, ValueError) as err:
                 errors.append(f"{model}: {err}")
                 continue
@@ -178,6 +188,8 @@ class Labeler:
             for sample in range(self.cfg.samples):
                 try:
                     judgments.append({"model": model, "sample": sample, **self._valid(messages, model, sample, parser, distributions=True)})
+                except EndpointError:
+                    raise
                 except (JudgeOutputError, ClientError) as err:
                     errors.append(str(err))
         scores = [j["scores"] for j in judgments]
@@ -193,13 +205,27 @@ class Labeler:
             labels = {d: float(expected_level(np.asarray(p))) for d, p in label_dist.items()}
         return {"judgments": judgments, "errors": errors, "labels": labels, "label_dist": label_dist, "teacher": teacher}
 
+    def _run_all(self, fn: Callable[[Any], dict[str, Any]], items: list[Any], *, desc: str, unit: str) -> list[dict[str, Any]]:
+        """``fn`` of every item, ``cfg.concurrency`` at a time. An :class:`EndpointError` stops the run:
+        items not started are cancelled, and the error says that the answers so far are cached."""
+        pool = ThreadPoolExecutor(max_workers=max(1, self.cfg.concurrency))
+        try:
+            return list(tqdm(pool.map(fn, items), total=len(items), desc=desc, unit=unit, dynamic_ncols=True))
+        except EndpointError as err:
+            raise EndpointError(
+                f"{err}; stopped: every request would fail the same way (check base_url, models and the key in "
+                f"${self.cfg.api_key_env}{'' if os.environ.get(self.cfg.api_key_env) else ', which is not set'}). "
+                f"The answers received so far are cached in {self.cfg.cache_dir}: a rerun does not ask for them again"
+            ) from None
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
     def label_file(self, inputs: list[str], output: str | Path) -> dict[str, Any]:
         """Label every record of ``inputs``; writes ``output``, ``output.failed.jsonl`` and ``output.stats.json``."""
         records, skipped = read_records(inputs, require_labels=False)
         output = Path(output)
         failed_path = output.with_name(output.name + ".failed.jsonl")
-        with ThreadPoolExecutor(max_workers=max(1, self.cfg.concurrency)) as pool:
-            results = list(tqdm(pool.map(self.label, records), total=len(records), desc="label", unit="item", dynamic_ncols=True))
+        results = self._run_all(self.label, records, desc="label", unit="item")
         n_ok = n_failed = 0
         with output.open("w", encoding="utf-8") as out, failed_path.open("w", encoding="utf-8") as failed:
             for record, result in zip(records, results, strict=True):
@@ -250,6 +276,8 @@ class Labeler:
             try:
                 messages = ce.pairwise_messages(a, b, self.checklist(a, model), self.checklist(b, model))
                 answer = self._valid(messages, model, 0, lambda text: {"choice": parse_pairwise_choice(text), "feedback": text.strip()})
+            except EndpointError:
+                raise
             except (JudgeOutputError, ClientError) as err:
                 errors.append(f"{model}: {err}")
                 continue
@@ -271,8 +299,7 @@ class Labeler:
         for r in records:
             groups.setdefault(ce.input_key(r), []).append(r)
         pairs = [(g[i], g[j]) for g in groups.values() for i in range(len(g)) for j in range(i + 1, len(g))]
-        with ThreadPoolExecutor(max_workers=max(1, self.cfg.concurrency)) as pool:
-            results = list(tqdm(pool.map(lambda p: self.compare(*p), pairs), total=len(pairs), desc="pairs", unit="pair"))
+        results = self._run_all(lambda p: self.compare(*p), pairs, desc="pairs", unit="pair")
         output = Path(output)
         done = [r for r in results if r["verdicts"]]
         failed = [r for r in results if not r["verdicts"]]

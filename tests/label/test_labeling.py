@@ -14,6 +14,7 @@ import pytest
 from omnidistill.cli import main
 from omnidistill.data.schema import Record
 from omnidistill.label.aggregate import aggregate, majority_with_fallback
+from omnidistill.label.client import EndpointError
 from omnidistill.label.config import LabelConfig, load_label_config
 from omnidistill.label.labeler import Labeler
 from omnidistill.label.parse import JudgeOutputError, parse_judgment
@@ -50,7 +51,7 @@ class FakeJudge(BaseHTTPRequestHandler):
     def do_POST(self):
         payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         prompt = payload["messages"][-1]["content"]
-        marker = next((m for m in ("#429", "#500", "#slow", "#badonce", "#bad", "#seed") if m in prompt), "#ok")
+        marker = next((m for m in ("#429", "#500", "#400", "#slow", "#badonce", "#bad", "#seed") if m in prompt), "#ok")
         with self.lock:
             FakeJudge.counts["total"] += 1
             FakeJudge.counts[marker] += 1
@@ -62,6 +63,8 @@ class FakeJudge(BaseHTTPRequestHandler):
             return self._send(429, {"error": "slow down"}, {"Retry-After": "0"})
         if marker == "#500" and n == 1:
             return self._send(500, {"error": "oops"})
+        if marker == "#400":  # this item's request is refused (e.g. too long); others are not
+            return self._send(400, {"error": "context length exceeded"})
         if marker == "#slow" and n == 1:
             time.sleep(1.0)
         if '"concepts"' in prompt:
@@ -137,16 +140,17 @@ def write_inputs(path, markers):
 
 
 def test_labels_with_retries_and_never_invents_scores(server, tmp_path):
-    inputs = write_inputs(tmp_path / "in.jsonl", ["#ok", "#429", "#500", "#slow", "#badonce", "#bad"])
+    inputs = write_inputs(tmp_path / "in.jsonl", ["#ok", "#429", "#500", "#400", "#slow", "#badonce", "#bad"])
     stats = Labeler(cfg_for(server, tmp_path)).label_file([str(inputs)], tmp_path / "out.jsonl")
     labelled = {json.loads(line)["id"]: json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()}
     assert set(labelled) == {"#ok", "#429", "#500", "#slow", "#badonce"}
     assert labelled["#ok"]["labels"] == {"informativeness": 3.0, "clarity": 4.0, "plausibility": 3.0, "faithfulness": 4.0}
     failed = [json.loads(line) for line in (tmp_path / "out.jsonl.failed.jsonl").read_text().splitlines()]
-    assert [f["id"] for f in failed] == ["#bad"] and "no JSON object" in failed[0]["label_errors"][0]
-    assert "labels" not in failed[0]
+    assert [f["id"] for f in failed] == ["#400", "#bad"] and "no JSON object" in failed[1]["label_errors"][0]
+    assert "HTTP 400" in failed[0]["label_errors"][0]  # refused for this item only: the run goes on
+    assert "labels" not in failed[1]
     assert FakeJudge.counts["#bad"] == 3  # 1 + invalid_retries, then given up
-    assert stats["labelled"] == 5 and stats["failed"] == 1 and stats["invalid_answers"] == 4
+    assert stats["labelled"] == 5 and stats["failed"] == 2 and stats["invalid_answers"] == 4
     assert stats["prompt_tokens"] > 0 and stats["cost_usd"] > 0
     saved = json.loads((tmp_path / "out.jsonl.stats.json").read_text())
     assert saved == stats
@@ -180,12 +184,38 @@ def test_samples_majority_and_checklist_mode(server, tmp_path):
     assert stats["agreement"]["rwg_by_dimension_uniform"]["clarity"] == pytest.approx(1 - (4 / 3) / 2)
 
 
-def test_wrong_key_is_a_clear_failure(server, tmp_path, monkeypatch):
-    monkeypatch.setenv("TEST_JUDGE_KEY", "wrong")
-    inputs = write_inputs(tmp_path / "in.jsonl", ["#ok"])
-    stats = Labeler(cfg_for(server, tmp_path)).label_file([str(inputs)], tmp_path / "out.jsonl")
-    assert stats["failed"] == 1
-    assert "HTTP 401" in (tmp_path / "out.jsonl.failed.jsonl").read_text()
+def test_a_refused_key_stops_the_run_at_once(server, tmp_path, monkeypatch):
+    """Every request would get the 401: the run stops after the requests already in flight (at most
+    ``concurrency``), instead of sending one per item and writing every item as failed."""
+    inputs = write_inputs(tmp_path / "in.jsonl", [f"#ok{i}" for i in range(40)])
+    for key in ("wrong", None):
+        FakeJudge.counts.clear()
+        if key is None:
+            monkeypatch.delenv("TEST_JUDGE_KEY")
+        else:
+            monkeypatch.setenv("TEST_JUDGE_KEY", key)
+        with pytest.raises(EndpointError) as err:
+            Labeler(cfg_for(server, tmp_path)).label_file([str(inputs)], tmp_path / "out.jsonl")
+        assert "HTTP 401" in str(err.value) and "$TEST_JUDGE_KEY" in str(err.value)
+        assert ("which is not set" in str(err.value)) is (key is None)
+        assert FakeJudge.counts["total"] <= 4  # cfg_for's concurrency
+        assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_an_unreachable_endpoint_stops_the_run(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    inputs = write_inputs(tmp_path / "in.jsonl", [f"#ok{i}" for i in range(40)])
+    labeler = Labeler(cfg_for(f"http://127.0.0.1:{port}/v1", tmp_path))
+    calls = []
+    complete = labeler.client.complete
+    labeler.client.complete = lambda *a, **k: calls.append(1) or complete(*a, **k)
+    with pytest.raises(EndpointError, match=r"no answer after 4 attempts \(URLError: .*refused.*stopped"):
+        labeler.label_file([str(inputs)], tmp_path / "out.jsonl")
+    assert len(calls) <= 4 and not (tmp_path / "out.jsonl").exists()  # the items in flight, not all 40
 
 
 def test_label_cli(server, tmp_path, repo_root, capsys):
