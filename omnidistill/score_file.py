@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from collections.abc import Iterator, Sequence
 from itertools import islice
@@ -24,6 +25,9 @@ import numpy as np
 from omnidistill.data.schema import DataError, Record
 from omnidistill.data.sources import RecordStream, refuse_duplicate_ids
 from omnidistill.dimensions import DIMENSIONS
+from omnidistill.runs.run_dir import atomic_write_text
+
+log = logging.getLogger(__name__)
 
 CHUNK = 4096
 OUTPUT_FIELDS = tuple(f.name for f in dataclasses.fields(Record) if f.name not in ("labels", "annotations", "label_dist"))
@@ -86,6 +90,27 @@ def _chunks(records: Iterator[Record], size: int) -> Iterator[list[Record]]:
         yield chunk
 
 
+def scorer_file(output: Path) -> Path:
+    """``OUTPUT.scorer.json``: which model wrote ``output`` (its source and :meth:`Scorer.fingerprint`)."""
+    return output.with_name(output.name + ".scorer.json")
+
+
+def check_same_scorer(output: Path, scorer: Any) -> None:
+    """Refuse to continue ``output`` with another model than the one that wrote it: its lines would mix
+    two models' scores. An output without ``OUTPUT.scorer.json`` (written before it existed) is
+    continued with a warning."""
+    path = scorer_file(output)
+    if not path.is_file():
+        log.warning("%s has no %s: cannot check that %s wrote it", output, path.name, scorer.source)
+        return
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    if saved.get("fingerprint") != scorer.fingerprint():
+        raise ValueError(
+            f"{output} was scored by {saved.get('model')} ({path.name}), and {scorer.source} is another model "
+            "(other parameters or input settings): resume with that model, or score into a new file"
+        )
+
+
 def score_file(
     scorer: Any,
     inputs: Sequence[str | Path],
@@ -102,9 +127,12 @@ def score_file(
     resuming = resume and output.exists()
     if resuming:
         refuse_duplicate_ids(inputs, "score --resume matches the output to the input by id")
+        check_same_scorer(output, scorer)
         drop_cut_line(output)
     elif output.exists() and output.stat().st_size:
         raise FileExistsError(f"{output} exists: pass --resume to continue it, or remove it")
+    else:
+        atomic_write_text(scorer_file(output), json.dumps({"model": scorer.source, "fingerprint": scorer.fingerprint()}, indent=2))
     stream = RecordStream(list(inputs), skip_invalid=skip_invalid, require_labels=False)
     records = iter(stream)
     means = GroupMeans()

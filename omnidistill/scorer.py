@@ -19,6 +19,8 @@ an ``uncertainty`` per item and dimension: the standard deviation of that distri
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,6 +44,7 @@ from omnidistill.eval.predict import (
     used_buckets,
     warm_up,
 )
+from omnidistill.models.scan import unstack_layers
 from omnidistill.parallel.mesh import build_mesh, replicated
 from omnidistill.runs.run_dir import is_run_directory
 
@@ -132,6 +135,19 @@ class Scorer:
     @property
     def max_length(self) -> int:
         return self.data.max_length
+
+    def fingerprint(self) -> str:
+        """A sha256 of what decides the scores: the input settings that make the token ids, and every
+        parameter (the unrolled layout, in path order). The same model gives the same fingerprint
+        however it was loaded; a retrained or other model does not."""
+        digest = hashlib.sha256()
+        settings = {k: getattr(self.data, k) for k in ("input_format", "truncation", "max_length")}
+        digest.update(json.dumps({**settings, "layout": dataclasses.asdict(self.data.layout)}, sort_keys=True).encode())
+        flat = nnx.traversals.flatten_mapping(unstack_layers(jax.device_get(self.params)))
+        for path in sorted(flat, key=lambda p: tuple(map(str, p))):
+            digest.update("/".join(map(str, path)).encode())
+            digest.update(np.ascontiguousarray(flat[path], np.float32).tobytes())
+        return digest.hexdigest()
 
     @classmethod
     def load(

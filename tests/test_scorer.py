@@ -2,6 +2,7 @@
 
 import json
 import logging
+import shutil
 
 import jax
 import numpy as np
@@ -270,14 +271,18 @@ def test_code_written_for_the_omniscore_package_runs_unchanged_with_the_same_sco
 
 def test_score_resumes_an_interrupted_output_without_rescoring(run_and_export, repo_root, tmp_path, capsys):
     """A cut output (complete lines plus half a line) is continued: kept lines stay byte for byte, the
-    cut line is redone, the rest is scored; a foreign output or repeated input ids are refused."""
-    run, _ = run_and_export
+    cut line is redone, the rest is scored; a foreign output, repeated input ids and another model are
+    refused (the same model exported may continue it)."""
+    run, folder = run_and_export
     data = repo_root / "data" / "sample" / "test.jsonl"
     full = tmp_path / "full.jsonl"
     assert main(["score", "--model", str(run), "--input", str(data), "--output", str(full), "--chunk", "64"]) == 0
     lines = full.read_text(encoding="utf-8").splitlines(keepends=True)
+    written_by = full.with_name("full.jsonl.scorer.json")
+    assert json.loads(written_by.read_text())["model"] == str(run)
     cut = tmp_path / "cut.jsonl"
     cut.write_text("".join(lines[:130]) + lines[130][:25], encoding="utf-8")
+    shutil.copy(written_by, tmp_path / "cut.jsonl.scorer.json")  # as an interrupted run leaves it
     assert main(["score", "--model", str(run), "--input", str(data), "--output", str(cut)]) == 2
     assert "exists: pass --resume" in capsys.readouterr().err
     assert main(["score", "--model", str(run), "--input", str(data), "--output", str(cut), "--chunk", "64", "--resume"]) == 0
@@ -300,12 +305,35 @@ def test_score_resumes_an_interrupted_output_without_rescoring(run_and_export, r
     assert main(["score", "--model", str(run), "--input", str(dup), "--output", str(partial), "--resume"]) == 2
     assert f"id 'test-0001' at {dup}:5 repeats {dup}:2" in capsys.readouterr().err
 
+    # another model (one tensor changed) may not continue the output; the same model, exported, may
+    from safetensors.numpy import load_file, save_file
+
+    changed = tmp_path / "changed"
+    shutil.copytree(folder, changed)
+    tensors = load_file(str(changed / "model.safetensors"))
+    key = sorted(tensors)[-1]
+    tensors[key] = tensors[key] + np.float32(1e-3)
+    save_file(tensors, str(changed / "model.safetensors"))
+    half = tmp_path / "half.jsonl"
+    half.write_text("".join(lines[:10]) + lines[10][:7], encoding="utf-8")
+    shutil.copy(written_by, tmp_path / "half.jsonl.scorer.json")
+    assert main(["score", "--model", str(changed), "--input", str(data), "--output", str(half), "--resume"]) == 2
+    assert f"{half} was scored by {run} (half.jsonl.scorer.json), and {changed} is another model" in capsys.readouterr().err
+    assert half.read_text(encoding="utf-8") == "".join(lines[:10]) + lines[10][:7]  # refused before any change
+    assert main(["score", "--model", str(folder), "--input", str(data), "--output", str(half), "--resume"]) == 0
+    assert len(half.read_text(encoding="utf-8").splitlines()) == 300
+
 
 class _ConstantScorer:
     """The Scorer's interface without a model: what score_file needs, for measuring its own memory."""
 
+    source = "constant"
+
     def __init__(self, encoder):
         self.encoder, self.max_length = encoder, encoder.max_length
+
+    def fingerprint(self):
+        return "constant"
 
     def predict(self, records):
         from omnidistill.scorer import Prediction
