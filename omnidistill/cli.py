@@ -42,10 +42,14 @@ def _prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+ON_ONE_HOST = "run it on one host (one worker of a TPU slice, one SLURM task), where it uses all of that host's devices"
+
+
 def _eval(args: argparse.Namespace) -> int:
     from omnidistill.eval.report import report_markdown
     from omnidistill.eval.run_eval import evaluate_run
 
+    _one_process("eval", ON_ONE_HOST)
     compare = {}
     for spec in args.compare or []:
         name, sep, path = spec.partition("=")
@@ -78,18 +82,22 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sweep(args: argparse.Namespace) -> int:
+def _one_process(command: str, advice: str) -> None:
+    """Join a multi-process job as ``train`` does, and refuse to run ``command`` in more than one process:
+    each would do all of the work on its own and write the same files."""
     import jax
 
-    from omnidistill.sweep import run_sweep, summary_markdown
     from omnidistill.train.distributed import maybe_initialize_distributed
 
     maybe_initialize_distributed()
-    if jax.process_count() > 1:  # every process would train every run into the same directories on its own
-        raise ValueError(
-            f"sweep trains its runs in one process, and this is one of {jax.process_count()}: on several hosts, "
-            "launch each run with `omnidistill train` (launch/), or run the sweep on one host"
-        )
+    if jax.process_count() > 1:
+        raise ValueError(f"{command} runs in one process, and this is one of {jax.process_count()}: {advice}")
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from omnidistill.sweep import run_sweep, summary_markdown
+
+    _one_process("sweep", "on several hosts, launch each run with `omnidistill train` (launch/), or run the sweep on one host")
     only = args.only.split(",") if args.only else ()
     outcome = run_sweep(args.sweep_file, args.overrides, output_dir=args.output_dir, only=only, resume=args.resume)
     print(summary_markdown(outcome.rows))
@@ -102,6 +110,7 @@ def _score(args: argparse.Namespace) -> int:
     from omnidistill.score_file import score_file
     from omnidistill.scorer import Scorer
 
+    _one_process("score", ON_ONE_HOST)
     scorer = Scorer.load(args.model, batch_size=args.batch_size, pack_length=args.pack_length, batch_tokens=args.batch_tokens)
     done = score_file(scorer, args.input, args.output, resume=args.resume, skip_invalid=args.skip_invalid, chunk=args.chunk, progress=True)
     resumed = f" (kept {done['resumed']} already scored, scored {done['scored']})" if args.resume else ""

@@ -164,14 +164,22 @@ def test_simulated_slurm_job_puts_every_local_device_in_the_mesh():
         assert r["local_in_mesh"] == r["local"] and len(r["local"]) == 2
 
 
-def test_a_sweep_on_several_processes_is_refused(tmp_path, repo_root):
-    """Without a distributed start every process of a pod would train every run of a sweep into the same
-    directories on its own; the sweep joins the processes, sees several, and refuses before training."""
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        ("sweep", ["configs/ablations/heads.yaml", "--output-dir", "OUT"]),
+        ("eval", ["OUT"]),
+        ("score", ["--model", "OUT", "--input", "data/sample/test.jsonl", "--output", "OUT/scores.jsonl"]),
+    ],
+)
+def test_one_process_commands_refuse_several_processes(tmp_path, repo_root, command, args):
+    """Without a distributed start every process of a pod would do all of a sweep's, eval's or score's
+    work on its own and write the same files; each joins the processes, sees several, and refuses."""
     port = free_port()
-    sweep = [sys.executable, "-m", "omnidistill", "sweep", str(repo_root / "configs" / "ablations" / "heads.yaml")]
+    out = str(tmp_path / "out")
     procs = [
         subprocess.Popen(
-            [*sweep, "--output-dir", str(tmp_path / "sweep")],
+            [sys.executable, "-m", "omnidistill", command, *(a.replace("OUT", out) for a in args)],
             env=env(1, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i)),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -181,7 +189,7 @@ def test_a_sweep_on_several_processes_is_refused(tmp_path, repo_root):
         for i in range(2)
     ]
     for p in procs:
-        out = p.communicate(timeout=180)[0]
-        assert p.returncode == 2, out[-3000:]
-        assert "sweep trains its runs in one process, and this is one of 2" in out
-    assert not (tmp_path / "sweep").exists()
+        output = p.communicate(timeout=180)[0]
+        assert p.returncode == 2, output[-3000:]
+        assert f"{command} runs in one process, and this is one of 2" in output
+    assert not (tmp_path / "out").exists()
