@@ -38,8 +38,8 @@ from omnidistill.parallel.mesh import (
     shardings_following_params,
     under_mesh,
 )
-from omnidistill.runs.checkpoint import RunCheckpoints, saved_steps
-from omnidistill.runs.load import load_trained, trained_model_shapes
+from omnidistill.runs.checkpoint import RunCheckpoints, restore_params, saved_steps
+from omnidistill.runs.load import trained_model_shapes
 from omnidistill.runs.run_dir import INPUT_SETTINGS, check_same_model, is_run_directory, load_run_metadata, save_run_metadata
 from omnidistill.train.optimizer import build_optimizer
 from omnidistill.train.state import TrainState
@@ -241,7 +241,7 @@ def load_initial_model(cfg: Config, *, shapes_only: bool = False) -> LoadedModel
     if not any(p[0] == "encoder" for p in matched):
         raise TrainError(f"model.init_from={source}: its encoder does not fit the configured model")
     if not shapes_only:
-        _, _, params, _, step = load_trained(source)
+        params, step = restore_params(source / "best", nnx.state(source_model, nnx.Param).to_pure_dict())
         flat = dict(nnx.traversals.flatten_mapping(unstack_layers(params)))
         set_params(loaded.model, nnx.traversals.unflatten_mapping({p: flat[p] for p in matched}))
         fresh = sorted({"/".join(map(str, p[:1])) for p in shapes if p not in matched})
@@ -276,14 +276,20 @@ def check_loss(cfg: Config, model: Any) -> None:
     jax.eval_shape(make_loss_fn(graphdef, cfg.loss), params.to_pure_dict(), batch, None)
 
 
+def checked_model(cfg: Config, *, shapes_only: bool) -> tuple[LoadedModel, RecordEncoder]:
+    """The run's model (:func:`load_initial_model`) and input encoder, with the loss traced through
+    the model: what a run refuses before it reads any data."""
+    loaded = load_initial_model(cfg, shapes_only=shapes_only)
+    check_loss(cfg, loaded.model)
+    return loaded, RecordEncoder.from_config(loaded.tokenizer, cfg.data)
+
+
 def check_run_config(cfg: Config) -> None:
     """Refuse a config that training would refuse after reading its data: the model (family, arch,
     head, pooling, ``init_from``'s names and shapes), the input settings, the loss and the LR groups,
     all checked from shapes, with no weights read or initialised. A sweep checks every run this way
     before the first one trains."""
-    loaded = load_initial_model(cfg, shapes_only=True)
-    RecordEncoder.from_config(loaded.tokenizer, cfg.data)
-    check_loss(cfg, loaded.model)
+    loaded, _ = checked_model(cfg, shapes_only=True)
     build_optimizer(cfg.optim, nnx.state(loaded.model, nnx.Param).to_pure_dict(), 1, pretrained_pooler=loaded.pretrained_pooler)
 
 
@@ -298,9 +304,7 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     resuming = bool(saved_steps(run_dir))
     if resuming and not resume:
         raise TrainError(f"{run_dir} already has checkpoints: pass --resume to continue, or set train.output_dir to a new directory")
-    loaded = load_initial_model(cfg, shapes_only=resuming)
-    check_loss(cfg, loaded.model)
-    encoder = RecordEncoder.from_config(loaded.tokenizer, cfg.data)
+    loaded, encoder = checked_model(cfg, shapes_only=resuming)
     if not cfg.data.train and cfg.data.tfds is None:
         raise TrainError("data.train names no file (or set data.tfds)")
     train_records, skipped = training_records(cfg, encoder)

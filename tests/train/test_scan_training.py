@@ -66,7 +66,7 @@ def test_scanned_training_matches_unrolled_and_converts_both_ways(tmp_path, repo
     def no_checkpoint(*_a, **_k):
         raise AssertionError("a resumed run read its init_from run's checkpoint")
 
-    monkeypatch.setattr("omnidistill.train.setup.load_trained", no_checkpoint)
+    monkeypatch.setattr("omnidistill.train.setup.restore_params", no_checkpoint)
     monkeypatch.setattr("omnidistill.runs.load.restore_params", no_checkpoint)
     resumed = load_initial_model(cfg, shapes_only=True)
     assert resumed.pretrained_pooler == loaded.pretrained_pooler
