@@ -137,11 +137,12 @@ def run_sweep(
     common = [*spec.get("overrides", []), *extra_overrides]
     configs = sweep_configs(path, spec, common, out)
     selected = [name for name in configs if not only or name in only]
+    finished = {name: read_train_summary(cfg.train.output_dir) for name, cfg in configs.items()}
     for name in configs:  # resuming lists every finished run of the file: each is checked
         if name in selected or resume:
-            check_run_directory(name, configs[name], resume)
+            check_run_directory(name, configs[name], resume, finished[name] is not None)
     for name in selected:  # what training would refuse, for every run before the first one trains
-        if not (resume and read_train_summary(configs[name].train.output_dir) is not None):
+        if not (resume and finished[name] is not None):
             try:
                 check_run_config(configs[name])
             except (ValueError, OSError) as err:
@@ -154,14 +155,14 @@ def run_sweep(
 
     for name, cfg in configs.items():
         run_dir = Path(cfg.train.output_dir)
-        finished = resume and read_train_summary(run_dir) is not None
-        if name in previous and finished:
-            rows[name] = previous[name]  # trained and evaluated by an earlier invocation
+        done = finished[name] if resume else None  # trained by an earlier invocation
+        if name in previous and done is not None:
+            rows[name] = previous[name]  # and evaluated by it
         if name not in selected or name in rows:
             continue
-        resumed = not finished and resume and bool(saved_steps(run_dir))
+        resumed = done is None and resume and bool(saved_steps(run_dir))
         start = time.perf_counter()
-        summary = read_train_summary(run_dir) if finished else train(cfg, resume=resume)
+        summary = done if done is not None else train(cfg, resume=resume)
         wall = time.perf_counter() - start
         if summary.get("preempted"):
             write_summary(out, table())
@@ -178,7 +179,7 @@ def run_sweep(
             "dev_nll": doubt.get("nll"),
             "dev_std_error_spearman": doubt.get("spearman"),
             "steps": summary["steps"],
-            "wall_s": None if finished else wall,  # of this invocation: a resumed run's earlier part is not counted
+            "wall_s": None if done is not None else wall,  # of this invocation: a resumed run's earlier part is not counted
             "resumed": resumed,
         }
         write_summary(out, table())
@@ -186,10 +187,11 @@ def run_sweep(
     return SweepOutcome(table())
 
 
-def check_run_directory(name: str, cfg: Config, resume: bool) -> None:
-    """Refuse a run directory that holds a run, unless resuming; refuse resuming one whose config differs."""
+def check_run_directory(name: str, cfg: Config, resume: bool, finished: bool) -> None:
+    """Refuse a run directory that holds a run (``finished``: its training ended), unless resuming;
+    refuse resuming one whose config differs."""
     run_dir = Path(cfg.train.output_dir)
-    holds_run = bool(saved_steps(run_dir)) or read_train_summary(run_dir) is not None
+    holds_run = finished or bool(saved_steps(run_dir))
     if holds_run and not resume:
         raise ConfigError(
             f"run {name}: {run_dir} already holds a run; pass --resume to continue the sweep, or --output-dir to start another"
