@@ -21,9 +21,10 @@ class ClientError(RuntimeError):
     """The endpoint could not give an answer (after retries, or a non-retryable error)."""
 
 
-class EndpointError(ClientError):
+class EndpointError(RuntimeError):
     """An error that no item can get past: the endpoint refused the key (401, 403), does not know the
-    path or the model (404), or could not be reached at all. Labelling stops at the first one."""
+    path or the model (404), or could not be reached at all. Labelling stops at the first one. Not a
+    :class:`ClientError`, which fails only its item: the labeler's per-item handlers let it through."""
 
 
 REFUSING = (401, 403, 404)

@@ -178,8 +178,6 @@ class Labeler:
             try:
                 items = self.checklist(record, model) if self.cfg.mode == "checklist" else None
                 messages, parser = self.request(record, items)
-            except EndpointError:
-                raise
             except (JudgeOutputError, ClientError, ValueError) as err:
                 errors.append(f"{model}: {err}")
                 continue
@@ -188,8 +186,6 @@ class Labeler:
             for sample in range(self.cfg.samples):
                 try:
                     judgments.append({"model": model, "sample": sample, **self._valid(messages, model, sample, parser, distributions=True)})
-                except EndpointError:
-                    raise
                 except (JudgeOutputError, ClientError) as err:
                     errors.append(str(err))
         scores = [j["scores"] for j in judgments]
@@ -276,8 +272,6 @@ class Labeler:
             try:
                 messages = ce.pairwise_messages(a, b, self.checklist(a, model), self.checklist(b, model))
                 answer = self._valid(messages, model, 0, lambda text: {"choice": parse_pairwise_choice(text), "feedback": text.strip()})
-            except EndpointError:
-                raise
             except (JudgeOutputError, ClientError) as err:
                 errors.append(f"{model}: {err}")
                 continue
