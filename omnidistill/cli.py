@@ -319,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="write a Hugging Face folder (safetensors + config + tokenizer + card) from a run")
     p.add_argument("run_dir", help="run directory written by `omnidistill train` or `omnidistill import`")
-    p.add_argument("out_dir", help="folder to write (replaced atomically)")
+    p.add_argument("out_dir", help="folder to write: new, or an earlier export (replaced atomically)")
     p.add_argument("--checkpoint", default="best", choices=["best", "latest"], help="which checkpoint to export (default: best)")
     p.add_argument(
         "--verify",

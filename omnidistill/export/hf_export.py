@@ -215,6 +215,30 @@ def consumer_available(folder_format: str) -> bool:
     return not missing
 
 
+def written_by_export(folder: Path) -> bool:
+    """Whether ``folder`` is an earlier export: its ``config.json`` has the ``omnidistill`` block."""
+    try:
+        return "omnidistill" in json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def check_out_dir(run_dir: Path, out_dir: Path) -> None:
+    """Refuse an ``out_dir`` whose replacement would lose what export did not write: the run itself,
+    a folder holding it, or an existing non-empty folder that is not an earlier export (a pretrained
+    model, a home directory). Checked before any work."""
+    run, out = run_dir.resolve(), out_dir.resolve()
+    if out == run or out in run.parents:
+        raise ExportError(f"{out_dir} holds the run {run_dir}, and export replaces its folder as a whole: export to another folder")
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"{out_dir} is a file: export writes a folder")
+    if out.is_dir() and any(out.iterdir()) and not written_by_export(out):
+        raise ExportError(
+            f"{out_dir} holds files that export did not write (no config.json with an 'omnidistill' block), and export "
+            "replaces its folder as a whole: choose a new folder, or remove it"
+        )
+
+
 def export_run(
     run_dir: str | Path,
     out_dir: str | Path,
@@ -238,6 +262,7 @@ def export_run(
     from omnidistill.data.tokenize import RecordEncoder
 
     run_dir, out_dir = Path(run_dir), Path(out_dir)
+    check_out_dir(run_dir, out_dir)
     if hub and not dry_run:
         hub_token()  # no token: stop before the export's work, not after it
     cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint)
@@ -255,6 +280,7 @@ def export_run(
         tensors = omniscore_tensors(cfg.model.family, arch, jax.device_get(params))
         check_finite(tensors)
         config = {**omniscore_config_dict(cfg, arch, encoder.layout), "omnidistill": settings}
+    given, out_dir = out_dir, out_dir.resolve()  # "." and "x/.." have no name for the temporary sibling
     tmp = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -266,7 +292,7 @@ def export_run(
     if card.model_name is None:
         card = dataclasses.replace(card, model_name=hub.repo_id.split("/")[-1] if hub else out_dir.name)
     (tmp / "README.md").write_text(model_card(run_dir, cfg, step, folder_format, encoder.layout, card), encoding="utf-8")
-    summary: dict[str, Any] = {"out_dir": str(out_dir), "step": step, "format": folder_format, "tensors": len(tensors), "verified": False}
+    summary: dict[str, Any] = {"out_dir": str(given), "step": step, "format": folder_format, "tensors": len(tensors), "verified": False}
     if verify is None:
         verify = consumer_available(folder_format)
     if verify:

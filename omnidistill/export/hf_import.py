@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -35,21 +36,39 @@ log = logging.getLogger(__name__)
 def import_hf(source: str, run_dir: str | Path, *, require_head: bool = False, overwrite: bool = False) -> dict[str, Any]:
     """Convert ``source`` into a run directory at ``run_dir``; returns what was imported.
 
-    A ``run_dir`` that already holds files is refused unless ``overwrite``, which removes it first
-    (so nothing of the old run, checkpoints included, survives next to the imported weights).
+    A ``run_dir`` that already holds files is refused unless ``overwrite``, which replaces it as a
+    whole (nothing of the old run, checkpoints included, survives next to the imported weights). The
+    new run is written to a temporary sibling and renamed at the end, so a source that cannot be read
+    or converted leaves the old ``run_dir`` as it was.
     """
     run_dir = Path(run_dir)
-    if run_dir.exists() and any(run_dir.iterdir()):
-        if not overwrite:
-            raise ValueError(f"{run_dir} is not empty (an existing run?): choose a new directory, or pass --overwrite to replace it")
-        shutil.rmtree(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ValueError(f"{run_dir} is a file: import writes a run directory")
+    if run_dir.is_dir() and any(run_dir.iterdir()) and not overwrite:
+        raise ValueError(f"{run_dir} is not empty (an existing run?): choose a new directory, or pass --overwrite to replace it")
     folder = resolve_hf_dir(source)
+    target = run_dir.resolve()
+    if target == folder.resolve() or target in folder.resolve().parents:
+        raise ValueError(f"{source} is inside {run_dir}, which the import replaces: import into another directory")
+    cfg, hf_config, tokenizer, model, summary = _read_source(folder, require_head)
+    cfg.train.output_dir = str(run_dir)
+    tmp = target.with_name(target.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    _save_imported(tmp, cfg, hf_config, tokenizer, model)
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(tmp, target)
+    return {"run_dir": str(run_dir), **summary}
+
+
+def _read_source(folder: Path, require_head: bool) -> tuple[Config, dict[str, Any], Any, Any, dict[str, Any]]:
+    """The run config, Hugging Face config, tokenizer and model of ``folder``, and what was imported."""
     hf_config = read_hf_config(folder)
     if hf_config.get("model_type") == OMNISCORE_MODEL_TYPE or (
         family_for_model_type(str(hf_config.get("model_type"))).hf_class in hf_config.get("architectures", [])
         and "omnidistill" in hf_config
     ):
-        return _import_published(folder, run_dir)
+        return _read_published(folder)
     model_type = hf_config.get("model_type")
     family = family_for_model_type(str(model_type))
     num_labels = len(hf_config.get("id2label", {})) or hf_config.get("num_labels")
@@ -68,19 +87,16 @@ def import_hf(source: str, run_dir: str | Path, *, require_head: bool = False, o
     absent = load_hf_weights(model, tensors, required_groups=groups)
     tokenizer = load_tokenizer(str(folder))
     cfg = Config(model=dataclasses.replace(model_cfg, tokenizer=None, init_from=str(folder)))
-    cfg.train.output_dir = str(run_dir)
-    _save_imported(run_dir, cfg, hf_config, tokenizer, model)
-    return {"run_dir": str(run_dir), "family": family.name, "random_init": absent}
+    return cfg, hf_config, tokenizer, model, {"family": family.name, "random_init": absent}
 
 
-def _import_published(folder: Path, run_dir: Path) -> dict[str, Any]:
+def _read_published(folder: Path) -> tuple[Config, dict[str, Any], Any, Any, dict[str, Any]]:
     """An exported ``hf`` or ``omniscore`` folder: every tensor, plus the input settings it records."""
     published = load_published(folder)
     tokenizer = load_tokenizer(str(folder))
     cfg = Config(model=dataclasses.replace(published.model_cfg, init_from=str(folder)), data=published.data)
-    cfg.train.output_dir = str(run_dir)
-    _save_imported(run_dir, cfg, published.hf_config, tokenizer, published.model)
-    return {"run_dir": str(run_dir), "family": published.model_cfg.family, "random_init": [], "format": published.kind}
+    summary = {"family": published.model_cfg.family, "random_init": [], "format": published.kind}
+    return cfg, published.hf_config, tokenizer, published.model, summary
 
 
 def _save_imported(run_dir: Path, cfg: Config, hf_config: dict[str, Any], tokenizer: Any, model: Any) -> None:

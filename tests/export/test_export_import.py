@@ -232,6 +232,53 @@ def test_import_into_an_existing_run_needs_overwrite_and_replaces_everything(tmp
     np.testing.assert_allclose(list(ours.values()), reference, atol=1e-4)
 
 
+def test_export_refuses_a_folder_whose_files_it_would_lose(tmp_path, hf_classifier, capsys):
+    """Export replaces its folder as a whole: the run, a folder holding it, or a folder of other files is refused up front."""
+    run = tmp_path / "runs" / "run"
+    import_hf(str(hf_classifier), run)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "keep.txt").write_text("mine")
+    (tmp_path / "a_file").write_text("mine")
+    for target, why in [
+        (run, "holds the run"),
+        (run.parent, "holds the run"),
+        (tmp_path, "holds the run"),
+        (run / "best", "export did not write"),
+        (tmp_path / "notes", "export did not write"),
+        (hf_classifier, "export did not write"),  # a pretrained model folder: config.json without the omnidistill block
+        (tmp_path / "a_file", "is a file"),
+    ]:
+        assert main(["export", str(run), str(target), "--verify", "off"]) == 2, target
+        assert why in capsys.readouterr().err, target
+    assert (tmp_path / "notes" / "keep.txt").read_text() == "mine" and (tmp_path / "a_file").read_text() == "mine"
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.parts[len(tmp_path.parts)] not in ("notes", "a_file")) == before
+    out = tmp_path / "out"
+    for _ in range(2):  # a new folder, then the earlier export is replaced
+        assert main(["export", str(run), str(out), "--verify", "off"]) == 0
+    assert not (tmp_path / "out.partial").exists() and (out / "model.safetensors").is_file()
+
+
+def test_a_failed_import_leaves_the_run_it_would_replace(tmp_path, hf_classifier, tiny_tokenizer_dir):
+    run = tmp_path / "run"
+    import_hf(str(hf_classifier), run)
+    text = ["the answer is paris"]
+    scores = Scorer.load(str(run)).score(candidates=text)
+    files = sorted(p.relative_to(run) for p in run.rglob("*"))
+    assert main(["import", str(tmp_path / "no-such-model"), str(run), "--overwrite"]) == 2
+    inside = shutil.copytree(hf_classifier, run / "source")
+    assert main(["import", str(inside), str(run), "--overwrite"]) == 2  # --overwrite would remove the source
+    shutil.rmtree(inside)
+    broken = shutil.copytree(hf_classifier, tmp_path / "broken")
+    weights = load_file(str(broken / "model.safetensors"))
+    save_file({k: v for k, v in weights.items() if "layer.0." not in k}, str(broken / "model.safetensors"))
+    with pytest.raises(WeightMismatchError):
+        import_hf(str(broken), run, overwrite=True)  # fails after reading, before anything is replaced
+    assert sorted(p.relative_to(run) for p in run.rglob("*")) == files
+    assert Scorer.load(str(run)).score(candidates=text) == scores
+    assert not (tmp_path / "run.partial").exists()
+
+
 @pytest.mark.parametrize(
     ("model_type", "pattern"),
     [("gte", r"model_type='gte' \(GTE-multilingual \(Snowflake Arctic.*remote code"), ("gpt_neox", "no omnidistill port.*gpt_neox")],
