@@ -42,6 +42,7 @@ from omnidistill.label.logprobs import LogprobsError, judgment_distributions
 from omnidistill.label.omniscore_prompts import PROMPTS, omniscore_messages, prompt_key
 from omnidistill.label.parse import JudgeOutputError, parse_judgment, parse_list, parse_nested_judgment, parse_pairwise_choice
 from omnidistill.label.prompts import judge_messages
+from omnidistill.runs.run_dir import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -218,31 +219,30 @@ class Labeler:
 
     def label_file(self, inputs: list[str], output: str | Path) -> dict[str, Any]:
         """Label every record of ``inputs``; writes ``output``, ``output.failed.jsonl`` and ``output.stats.json``."""
+        output = prepare_output(inputs, output)
         records, skipped = read_records(inputs, require_labels=False)
-        output = Path(output)
-        failed_path = output.with_name(output.name + ".failed.jsonl")
         results = self._run_all(self.label, records, desc="label", unit="item")
-        n_ok = n_failed = 0
-        with output.open("w", encoding="utf-8") as out, failed_path.open("w", encoding="utf-8") as failed:
-            for record, result in zip(records, results, strict=True):
-                item = {
-                    k: v
-                    for k, v in dataclasses.asdict(record).items()
-                    if v not in (None, (), []) and k not in ("labels", "annotations", "label_dist")
-                }
-                if result["labels"] is None:
-                    failed.write(json.dumps({**item, "label_errors": result["errors"]}, ensure_ascii=False) + "\n")
-                    n_failed += 1
-                    continue
-                item["labels"] = result["labels"]
-                if result["label_dist"] is not None:
-                    item["label_dist"] = result["label_dist"]
-                if len(result["judgments"]) > 1:
-                    item["annotations"] = [j["scores"] for j in result["judgments"]]
-                if self.cfg.prompt_set != "flat" or self.cfg.mode != "direct":
-                    item["teacher"] = result["teacher"]  # confidence, rationales, issues, errors, checklists
-                out.write(json.dumps(item, ensure_ascii=False) + "\n")
-                n_ok += 1
+        labelled, failed = [], []
+        for record, result in zip(records, results, strict=True):
+            item = {
+                k: v
+                for k, v in dataclasses.asdict(record).items()
+                if v not in (None, (), []) and k not in ("labels", "annotations", "label_dist")
+            }
+            if result["labels"] is None:
+                failed.append({**item, "label_errors": result["errors"]})
+                continue
+            item["labels"] = result["labels"]
+            if result["label_dist"] is not None:
+                item["label_dist"] = result["label_dist"]
+            if len(result["judgments"]) > 1:
+                item["annotations"] = [j["scores"] for j in result["judgments"]]
+            if self.cfg.prompt_set != "flat" or self.cfg.mode != "direct":
+                item["teacher"] = result["teacher"]  # confidence, rationales, issues, errors, checklists
+            labelled.append(item)
+        write_jsonl(output, labelled)
+        write_jsonl(output.with_name(output.name + ".failed.jsonl"), failed)
+        n_ok, n_failed = len(labelled), len(failed)
         u = self.usage
         cost = (u.prompt_tokens * self.cfg.price_input_per_mtok + u.completion_tokens * self.cfg.price_output_per_mtok) / 1e6
         stats = {
@@ -261,7 +261,7 @@ class Labeler:
         agreement = judge_agreement([r["judgments"] for r in results])
         if agreement is not None:
             stats["agreement"] = agreement
-        output.with_name(output.name + ".stats.json").write_text(json.dumps(stats, indent=2), encoding="utf-8")
+        atomic_write_text(output.with_name(output.name + ".stats.json"), json.dumps(stats, indent=2))
         return stats
 
     def compare(self, a: Record, b: Record) -> dict[str, Any]:
@@ -288,19 +288,17 @@ class Labeler:
         models or null on a tie, each model's verdict and feedback), ``output.failed.jsonl`` and
         ``output.stats.json``.
         """
+        output = prepare_output(inputs, output)
         records, skipped = read_records(inputs, require_labels=False)
         groups: dict[str, list[Record]] = {}
         for r in records:
             groups.setdefault(ce.input_key(r), []).append(r)
         pairs = [(g[i], g[j]) for g in groups.values() for i in range(len(g)) for j in range(i + 1, len(g))]
         results = self._run_all(lambda p: self.compare(*p), pairs, desc="pairs", unit="pair")
-        output = Path(output)
         done = [r for r in results if r["verdicts"]]
         failed = [r for r in results if not r["verdicts"]]
-        output.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in done), encoding="utf-8")
-        output.with_name(output.name + ".failed.jsonl").write_text(
-            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in failed), encoding="utf-8"
-        )
+        write_jsonl(output, done)
+        write_jsonl(output.with_name(output.name + ".failed.jsonl"), failed)
         stats = {
             "items": len(records),
             "pairs": len(pairs),
@@ -311,8 +309,23 @@ class Labeler:
             "cached_answers": self.usage.cached,
             "invalid_answers": self.usage.invalid_answers,
         }
-        output.with_name(output.name + ".stats.json").write_text(json.dumps(stats, indent=2), encoding="utf-8")
+        atomic_write_text(output.with_name(output.name + ".stats.json"), json.dumps(stats, indent=2))
         return stats
+
+
+def prepare_output(inputs: list[str], output: str | Path) -> Path:
+    """Check ``output`` before any request: refuse one of the ``inputs`` (the judge's labels would
+    replace the items' own fields), and make its folder (a missing one failed after the labelling)."""
+    output = Path(output)
+    if any(Path(name).resolve() == output.resolve() for name in inputs):
+        raise ValueError(f"--output {output} is one of the inputs: write the labels to another file")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    return output
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    """One JSON object per line, written atomically."""
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
 def answered(scores: dict[str, float]) -> dict[str, list[float]]:

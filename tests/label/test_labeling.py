@@ -238,6 +238,20 @@ def test_label_cli(server, tmp_path, repo_root, capsys):
     assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 2
 
 
+def test_the_output_is_checked_before_any_request(server, tmp_path):
+    """An output that is an input is refused (the judge's labels would replace the items' own labels);
+    a missing output folder is made up front, not found missing after the labelling."""
+    inputs = write_inputs(tmp_path / "in.jsonl", ["#ok", "#429"])
+    before = inputs.read_text()
+    for method in ("label_file", "label_pairs"):
+        with pytest.raises(ValueError, match="is one of the inputs"):
+            getattr(Labeler(cfg_for(server, tmp_path)), method)([str(inputs)], tmp_path / "." / "in.jsonl")
+    assert FakeJudge.counts["total"] == 0 and inputs.read_text() == before
+    out = tmp_path / "new" / "dir" / "o.jsonl"
+    assert Labeler(cfg_for(server, tmp_path)).label_file([str(inputs)], out)["labelled"] == 2
+    assert len(out.read_text().splitlines()) == 2 and not list(out.parent.glob("*.tmp"))
+
+
 def test_parse_judgment_is_strict():
     good = '{"reasoning": "x", "informativeness": 5, "clarity": 4, "plausibility": 3, "faithfulness": 2}'
     assert parse_judgment("blah ```json\n" + good + "\n``` blah")["faithfulness"] == 2.0
