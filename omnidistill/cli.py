@@ -107,10 +107,11 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from omnidistill.score_file import score_file
+    from omnidistill.score_file import check_paths, score_file
     from omnidistill.scorer import Scorer
 
     _one_process("score", ON_ONE_HOST)
+    check_paths(args.input, args.output, args.resume)  # before the model is loaded
     scorer = Scorer.load(args.model, batch_size=args.batch_size, pack_length=args.pack_length, batch_tokens=args.batch_tokens)
     done = score_file(scorer, args.input, args.output, resume=args.resume, skip_invalid=args.skip_invalid, chunk=args.chunk, progress=True)
     resumed = f" (kept {done['resumed']} already scored, scored {done['scored']})" if args.resume else ""

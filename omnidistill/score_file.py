@@ -26,6 +26,7 @@ from omnidistill.data.schema import DataError, Record
 from omnidistill.data.sources import RecordStream, refuse_duplicate_ids
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.runs.run_dir import atomic_write_text
+from omnidistill.storage import existing_file
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,20 @@ def check_same_scorer(output: Path, scorer: Any) -> None:
         )
 
 
+def check_paths(inputs: Sequence[str | Path], output: str | Path, resume: bool) -> Path:
+    """What ``score`` can check before loading a model: every input exists, the output is not one of
+    them and holds nothing unless resuming. Makes the output's folder; returns the output path."""
+    output = Path(output)
+    for name in inputs:
+        existing_file(name, DataError)
+        if Path(name).resolve() == output.resolve():
+            raise ValueError(f"--output {output} is one of the inputs: write the scores to another file")
+    if not resume and output.exists() and output.stat().st_size:
+        raise FileExistsError(f"{output} exists: pass --resume to continue it, or remove it")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    return output
+
+
 def score_file(
     scorer: Any,
     inputs: Sequence[str | Path],
@@ -123,14 +138,12 @@ def score_file(
 ) -> dict[str, Any]:
     """Score ``inputs`` into ``output`` chunk by chunk; returns ``{"items", "resumed", "scored",
     "skipped", "truncated", "means"}`` (``means``: a :class:`GroupMeans` over every output line)."""
-    output = Path(output)
+    output = check_paths(inputs, output, resume)
     resuming = resume and output.exists()
     if resuming:
         refuse_duplicate_ids(inputs, "score --resume matches the output to the input by id")
         check_same_scorer(output, scorer)
         drop_cut_line(output)
-    elif output.exists() and output.stat().st_size:
-        raise FileExistsError(f"{output} exists: pass --resume to continue it, or remove it")
     else:
         atomic_write_text(scorer_file(output), json.dumps({"model": scorer.source, "fingerprint": scorer.fingerprint()}, indent=2))
     stream = RecordStream(list(inputs), skip_invalid=skip_invalid, require_labels=False)

@@ -103,6 +103,29 @@ def test_score_cli_malformed_input_names_the_line(run_and_export, tmp_path, caps
     assert "bad.jsonl:2: missing or empty 'candidate'" in capsys.readouterr().err
 
 
+def test_score_cli_checks_its_paths_before_loading_the_model(run_and_export, repo_root, tmp_path, capsys, monkeypatch):
+    """A missing input, an output that is an input, or an output that exists is refused before the model
+    loads and writes nothing; an output in a new folder gets the folder."""
+    sample = tmp_path / "in.jsonl"
+    shutil.copy(repo_root / "data" / "sample" / "test.jsonl", sample)
+    (tmp_path / "done.jsonl").write_text("kept\n")
+    loaded = []
+    real_load = Scorer.load
+    monkeypatch.setattr(Scorer, "load", staticmethod(lambda *a, **k: loaded.append(a) or real_load(*a, **k)))
+    refusals = [
+        (["--input", str(tmp_path / "missing.jsonl"), "--output", str(tmp_path / "o.jsonl")], "missing.jsonl: file not found"),
+        (["--input", str(sample), "--output", str(tmp_path / "." / "in.jsonl"), "--resume"], "is one of the inputs"),
+        (["--input", str(sample), "--output", str(tmp_path / "done.jsonl")], "exists: pass --resume"),
+    ]
+    for args, message in refusals:
+        assert main(["score", "--model", str(run_and_export[0]), *args]) == 2
+        assert message in capsys.readouterr().err
+    assert loaded == [] and sorted(p.name for p in tmp_path.iterdir()) == ["done.jsonl", "in.jsonl"]
+    out = tmp_path / "new" / "folder" / "o.jsonl"
+    assert main(["score", "--model", str(run_and_export[0]), "--input", str(sample), "--output", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 300 and loaded
+
+
 def test_one_compiled_function_per_length_bucket(run_and_export, repo_root):
     """Many batches of varied lengths compile once per bucket they use, never once per batch."""
     from omnidistill.data.sources import read_records
