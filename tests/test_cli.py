@@ -45,6 +45,24 @@ def test_refuses_to_overwrite_then_resumes(trained_run, capsys, bert_random_draw
     assert logged == sorted(set(logged)) and logged[-1] == 6  # steps 4-6 logged once, not twice
 
 
+def test_eval_names_where_a_relative_split_file_was_looked_for(trained_tiny, repo_root, tmp_path, monkeypatch, capsys):
+    """The run's config keeps data paths as given: eval from another directory names the key, the
+    config file and the directory a relative path was read from, and the way out (--data)."""
+    from omnidistill.config import dump_config, load_config
+
+    run = shutil.copytree(trained_tiny, tmp_path / "run")
+    cfg = load_config(run / "config.yaml")
+    cfg.data.test = ["data/sample/test.jsonl"]
+    dump_config(cfg, run / "config.yaml")
+    monkeypatch.chdir(tmp_path)
+    assert main(["eval", str(run), "--no-plots", "--bootstrap", "0", "--out", str(tmp_path / "ev")]) == 2
+    err = capsys.readouterr().err
+    assert f"data/sample/test.jsonl: file not found (data.test of {run / 'config.yaml'}" in err
+    assert f"read from the current directory, {tmp_path}" in err and "--data" in err
+    monkeypatch.chdir(repo_root)  # where the path was written from
+    assert main(["eval", str(run), "--no-plots", "--bootstrap", "0", "--out", str(tmp_path / "ev")]) == 0
+
+
 def test_eval_writes_json_and_markdown(trained_run, capsys, tmp_path):
     run, _ = trained_run
     judge = tmp_path / "judge.jsonl"
