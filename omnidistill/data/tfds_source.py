@@ -18,6 +18,7 @@ import numpy as np
 
 from omnidistill.config import TfdsConfig
 from omnidistill.data.schema import META_FIELDS, TEXT_FIELDS, DataError, Record, validate_record
+from omnidistill.data.sources import read_records, refuse_duplicate_ids
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
 
 SCHEMA_NAME = "omnidistill_schema"
@@ -60,19 +61,9 @@ def schema_builder_class():
             )
 
         def _split_generators(self, dl_manager):
-            manual = Path(dl_manager.manual_dir)
-            splits = {}
-            for split in SPLIT_FILES:
-                found = [manual / f"{split}{ext}" for ext in (".jsonl", ".parquet") if (manual / f"{split}{ext}").exists()]
-                if found:
-                    splits[split] = self._generate_examples(found[0])
-            if not splits:
-                raise DataError(f"{manual}: no train/dev/test .jsonl or .parquet files")
-            return splits
+            return {split: self._generate_examples(path) for split, path in split_files(dl_manager.manual_dir).items()}
 
         def _generate_examples(self, path):
-            from omnidistill.data.sources import read_records
-
             records, _ = read_records(path, require_labels=False)
             for r in records:
                 yield (
@@ -93,6 +84,22 @@ def schema_builder_class():
     return OmnidistillSchema
 
 
+def split_files(manual_dir: str | Path) -> dict[str, Path]:
+    """{split: file} of the ``train``/``dev``/``test`` ``.jsonl`` or ``.parquet`` files in ``manual_dir``;
+    an error names the folder when it holds none, or a split with both kinds of file."""
+    manual = Path(manual_dir)
+    if not manual.is_dir():
+        raise DataError(f"{manual}: no such folder (tfds-build reads train/dev/test .jsonl or .parquet files from --manual-dir)")
+    candidates = {split: [manual / f"{split}{ext}" for ext in (".jsonl", ".parquet")] for split in SPLIT_FILES}
+    found = {split: [path for path in paths if path.is_file()] for split, paths in candidates.items()}
+    both = [f"{paths[0]} and {paths[1].name}" for paths in found.values() if len(paths) > 1]
+    if both:
+        raise DataError(f"{both[0]}: two files for one split; keep the one {SCHEMA_NAME} should hold")
+    if not any(found.values()):
+        raise DataError(f"{manual}: no train/dev/test .jsonl or .parquet files")
+    return {split: paths[0] for split, paths in found.items() if paths}
+
+
 def dist_matrix(record: Any) -> np.ndarray:
     """A record's ``label_dist`` as float32 [4, 5], NaN rows where a dimension has none."""
     out = np.full((len(DIMENSIONS), NUM_LEVELS), np.nan, np.float32)
@@ -104,6 +111,8 @@ def dist_matrix(record: Any) -> np.ndarray:
 
 def build_schema_dataset(manual_dir: str | Path, data_dir: str | Path) -> Path:
     """Prepare ``omnidistill_schema`` from the files in ``manual_dir`` under ``data_dir``; returns its folder."""
+    for path in split_files(manual_dir).values():  # before TFDS starts: it asserts on a missing folder,
+        refuse_duplicate_ids([path], "TFDS keys each split's examples by id")  # and needs TensorFlow to name a repeated key
     tfds = _tfds()
     builder = schema_builder_class()(data_dir=str(data_dir), file_format="array_record")
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=str(manual_dir)))

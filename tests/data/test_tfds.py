@@ -111,3 +111,28 @@ def test_missing_dataset_is_a_clear_error(tmp_path):
 
     with pytest.raises(DataError, match="tfds:no_such_dataset/train: cannot open"):
         TfdsRecords(TfdsConfig(name="no_such_dataset", data_dir=str(tmp_path)), "train")
+
+
+def test_tfds_build_names_what_is_wrong_with_its_folder_before_tfds_starts(tmp_path, sample_dir, capsys):
+    """A missing or empty folder, two files for one split, and a repeated id (TFDS needs TensorFlow to
+    report a repeated key) are CLI errors that name the folder or file, and nothing is written."""
+    data_dir = tmp_path / "tfds"
+    (tmp_path / "empty").mkdir()
+    both = tmp_path / "both"
+    both.mkdir()
+    (both / "train.jsonl").write_text((sample_dir / "train.jsonl").read_text())
+    (both / "train.parquet").write_bytes(b"")
+    repeated = tmp_path / "repeated"
+    repeated.mkdir()
+    lines = (sample_dir / "dev.jsonl").read_text().splitlines()
+    (repeated / "train.jsonl").write_text((sample_dir / "train.jsonl").read_text())
+    (repeated / "dev.jsonl").write_text("\n".join([*lines, lines[2]]) + "\n")
+    for manual, message in [
+        (tmp_path / "missing", "missing: no such folder"),
+        (tmp_path / "empty", "empty: no train/dev/test .jsonl or .parquet files"),
+        (both, "train.jsonl and train.parquet: two files for one split"),
+        (repeated, f"repeated/dev.jsonl:{len(lines) + 1} repeats {repeated / 'dev.jsonl'}:3"),
+    ]:
+        assert main(["tfds-build", "--manual-dir", str(manual), "--data-dir", str(data_dir)]) == 2
+        assert message in capsys.readouterr().err
+    assert not data_dir.exists()
