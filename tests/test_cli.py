@@ -63,6 +63,16 @@ def test_eval_names_where_a_relative_split_file_was_looked_for(trained_tiny, rep
     assert main(["eval", str(run), "--no-plots", "--bootstrap", "0", "--out", str(tmp_path / "ev")]) == 0
 
 
+def test_a_run_before_its_first_dev_evaluation_says_so_and_stays_as_it_is(trained_tiny, tmp_path, capsys):
+    run = shutil.copytree(trained_tiny, tmp_path / "run", ignore=shutil.ignore_patterns("best", "eval"))
+    before = sorted(p.relative_to(run) for p in run.rglob("*"))
+    for command in (["eval", str(run), "--no-plots", "--bootstrap", "0"], ["export", str(run), str(tmp_path / "out")]):
+        assert main(command) == 2
+        assert "best: no checkpoint yet (written at the first dev evaluation; --checkpoint latest" in capsys.readouterr().err
+    assert sorted(p.relative_to(run) for p in run.rglob("*")) == before  # no empty best/ left behind
+    assert main(["export", str(run), str(tmp_path / "out"), "--checkpoint", "latest", "--verify", "off"]) == 0
+
+
 def test_eval_writes_json_and_markdown(trained_run, capsys, tmp_path):
     run, _ = trained_run
     judge = tmp_path / "judge.jsonl"

@@ -161,16 +161,18 @@ def restore_params(ckpt_dir: str | Path, params_like: Any, *, step: int | None =
     """Parameters of a run's best checkpoint (``RUN/best``) or of a latest-state checkpoint (``RUN/checkpoints``)."""
     ckpt_dir = Path(ckpt_dir).absolute()
     is_best = ckpt_dir.name == "best"
-    handlers = {"params": ocp.StandardCheckpointHandler()} if is_best else {"state": ocp.StandardCheckpointHandler()}
-    mgr = ocp.CheckpointManager(ckpt_dir, item_handlers=handlers)
-    step = mgr.latest_step() if step is None else step
-    if step is None:
-        raise FileNotFoundError(f"{ckpt_dir}: no checkpoint found")
+    if step is None:  # read without creating the folder: a run without checkpoints stays as it is
+        steps = sorted(ocp.utils.checkpoint_steps(ckpt_dir)) if ckpt_dir.is_dir() else []
+        if not steps:
+            when = "at the first dev evaluation; --checkpoint latest reads the last train state"
+            when = when if is_best else "every checkpoint.every_steps"
+            raise FileNotFoundError(f"{ckpt_dir}: no checkpoint yet (written {when})")
+        step = steps[-1]
     if is_best:
+        mgr = ocp.CheckpointManager(ckpt_dir, item_handlers={"params": ocp.StandardCheckpointHandler()})
         out = mgr.restore(step, args=ocp.args.Composite(params=ocp.args.StandardRestore(_abstract(params_like)))).params
         mgr.close()
     else:
-        mgr.close()
         raw = read_state_arrays(ckpt_dir, step)
         saved = raw["params"] if isinstance(raw, dict) else raw[1]
         out = _like(params_like, saved)
