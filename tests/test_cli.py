@@ -3,7 +3,9 @@
 import json
 import shutil
 
+import jax.numpy as jnp
 import pytest
+from flax import nnx
 
 from omnidistill.cli import main
 from tests.shared_runs import TRAINED_TINY, tiny_run_args
@@ -175,6 +177,49 @@ def test_a_loss_the_head_cannot_take_is_refused_before_the_data_is_read(trained_
     assert main([*args, f"train.output_dir={fresh}", "loss.name=ordinal"]) == 2
     assert "loss 'ordinal' needs model.head=ordinal" in capsys.readouterr().err
     assert not fresh.exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["data.max_length=300"], "data.max_length=300 exceeds the model's 256 positions"),
+        (["data.max_length=250", "data.length_buckets=[64,512]"], "pad inputs of data.max_length=250 tokens to 512, beyond the model's"),
+        (["data.pack_length=512"], "data.pack_length=512 exceeds the model's 256 positions"),
+    ],
+)
+def test_rows_longer_than_the_model_positions_are_refused_before_the_data_is_read(
+    trained_run, tmp_path, capsys, monkeypatch, overrides, message
+):
+    """The tiny BERT has 256 positions. A longer row used to fail when the first batch holding a long
+    item was traced, which may be deep into training (the sample's items are short: never, here)."""
+    _, args = trained_run
+    monkeypatch.setattr("omnidistill.train.setup.training_records", lambda *a, **k: pytest.fail("the training data was read"))
+    fresh = tmp_path / "fresh"
+    assert main([*args, f"train.output_dir={fresh}", *overrides]) == 2
+    assert message in capsys.readouterr().err
+    assert not fresh.exists()
+
+
+def test_the_position_limit_is_the_models_own(trained_tiny):
+    """The check's limit is where the model refuses to trace: 256 tokens pass, 257 do not; 256 is
+    accepted by the check too (max_length and a bucket of exactly the table's size)."""
+    import jax
+
+    from omnidistill.config import load_config
+    from omnidistill.runs.load import load_trained
+    from omnidistill.train.setup import check_sequence_lengths
+
+    _, graphdef, params, _, _ = load_trained(trained_tiny)
+    model = nnx.merge(graphdef, params)
+    for length in (256, 257):
+        ids = jax.ShapeDtypeStruct((1, length), jnp.int32)
+        if length == 256:
+            jax.eval_shape(model, ids, ids)
+        else:
+            with pytest.raises(ValueError, match="exceeds the 256 positions"):
+                jax.eval_shape(model, ids, ids)
+    cfg = load_config(trained_tiny / "config.yaml", ["data.max_length=256", "data.length_buckets=[64,256]"])
+    check_sequence_lengths(cfg, model.arch)
 
 
 def test_resume_with_a_different_model_is_refused(trained_run, capsys):

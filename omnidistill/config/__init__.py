@@ -111,7 +111,9 @@ class DataConfig:
     dev: list[str] = dataclasses.field(default_factory=list)
     test: list[str] = dataclasses.field(default_factory=list)
     max_length: int = 512
-    """Token budget per example (special tokens included); longer inputs are cut by ``truncation``."""
+    """Token budget per example (special tokens included); longer inputs are cut by ``truncation``.
+    It must fit the model's positions (``max_position_embeddings``), and so must the bucket that pads it
+    and ``pack_length``: checked before any data is read."""
     input_format: Literal["sep", "omniscore"] = "sep"
     """How a record becomes one text: ``sep`` joins the fields present with ``f" {sep_token} "``;
     ``omniscore`` writes prefixed lines as the ``omniscore`` package does (``data.layout``)."""

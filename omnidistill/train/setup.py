@@ -17,7 +17,7 @@ import numpy as np
 from flax import nnx
 
 from omnidistill.config import Config
-from omnidistill.data.pipeline import PackSpec, packed_train_dataset, train_dataset, with_workers
+from omnidistill.data.pipeline import PackSpec, bucket_length, packed_train_dataset, train_dataset, with_workers
 from omnidistill.data.schema import Record
 from omnidistill.data.splits import load_split, stream_split
 from omnidistill.data.token_cache import TokenCache, cached_examples
@@ -276,10 +276,32 @@ def check_loss(cfg: Config, model: Any) -> None:
     jax.eval_shape(make_loss_fn(graphdef, cfg.loss), params.to_pure_dict(), batch, None)
 
 
+def check_sequence_lengths(cfg: Config, arch: Any) -> None:
+    """Refuse rows longer than the model's positions (``arch.max_sequence_length``) before any data is
+    read. The model refuses such a row when it traces it, which would otherwise happen at the first
+    batch holding a long item, possibly deep into training."""
+    limit = getattr(arch, "max_sequence_length", None)
+    if limit is None:  # relative positions alone (DeBERTa)
+        return
+    where = f"the model's {limit} positions (max_position_embeddings of model.arch or init_from)"
+    if cfg.data.max_length > limit:
+        raise TrainError(f"data.max_length={cfg.data.max_length} exceeds {where}: set data.max_length <= {limit}")
+    padded = bucket_length(cfg.data.max_length, cfg.data.length_buckets)
+    if padded > limit:
+        raise TrainError(
+            f"data.length_buckets={cfg.data.length_buckets} pad inputs of data.max_length={cfg.data.max_length} tokens to {padded}, "
+            f"beyond {where}: give a bucket between {cfg.data.max_length} and {limit}"
+        )
+    for key, length in (("data.pack_length", cfg.data.pack_length), ("eval.pack_length", cfg.eval.pack_length)):
+        if length > limit:
+            raise TrainError(f"{key}={length} exceeds {where}: set {key} <= {limit}")
+
+
 def checked_model(cfg: Config, *, shapes_only: bool) -> tuple[LoadedModel, RecordEncoder]:
-    """The run's model (:func:`load_initial_model`) and input encoder, with the loss traced through
-    the model: what a run refuses before it reads any data."""
+    """The run's model (:func:`load_initial_model`) and input encoder, with the row lengths checked
+    and the loss traced through the model: what a run refuses before it reads any data."""
     loaded = load_initial_model(cfg, shapes_only=shapes_only)
+    check_sequence_lengths(cfg, loaded.model.arch)
     check_loss(cfg, loaded.model)
     return loaded, RecordEncoder.from_config(loaded.tokenizer, cfg.data)
 

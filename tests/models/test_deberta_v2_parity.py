@@ -71,3 +71,24 @@ def test_log_buckets_match_pytorch():
 def test_unsupported_options_are_rejected_by_name(field, value):
     with pytest.raises(UnsupportedConfigError, match=field):
         DebertaV2Config.from_hf({**V3, "model_type": "deberta-v2", field: value})
+
+
+@pytest.mark.parametrize(("absolute", "refused"), [(False, False), (True, True)])
+def test_rows_beyond_the_absolute_position_table_are_refused_as_pytorch_refuses_them(tmp_path, absolute, refused):
+    """With ``position_biased_input`` the port, like PyTorch, cannot embed a position past the table (a
+    JAX gather would clamp it silently); relative positions alone take any length, in both."""
+    folder = save_tiny_deberta(tmp_path / "d", max_position_embeddings=16, position_biased_input=absolute)
+    ids, mask = random_batch(99, batch=2, seq=20, pad=False)
+    assert DebertaV2Config.from_hf(V3 | {"max_position_embeddings": 16, "position_biased_input": absolute}).max_sequence_length == (
+        16 if absolute else None
+    )
+    if not refused:
+        assert_hidden_states_match(folder, "deberta_v2", ids, mask)
+        return
+    from tests.models.hf_fixtures import flax_from_folder
+
+    with pytest.raises(ValueError, match="sequence length 20 exceeds max_position_embeddings=16"):
+        flax_from_folder(folder, "deberta_v2").encoder(ids, mask)
+    hf = transformers.AutoModel.from_pretrained(folder).eval()
+    with pytest.raises((IndexError, RuntimeError)), torch.no_grad():  # the position ids outrun the table
+        hf(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask).long())

@@ -46,6 +46,12 @@ class DebertaV2Config:
         return self.max_relative_positions if self.max_relative_positions > 0 else self.max_position_embeddings
 
     @property
+    def max_sequence_length(self) -> int | None:
+        """The longest input: the absolute position table's size where there is one (no relative
+        attention, or ``position_biased_input``); None with relative positions alone."""
+        return self.max_position_embeddings if self.position_biased_input or not self.relative_attention else None
+
+    @property
     def max_relative(self) -> int:
         return self.max_relative_positions if self.max_relative_positions > 0 else self.max_position_embeddings
 

@@ -234,7 +234,7 @@ class DebertaV2Encoder(nnx.Module):
         if token_type_ids is None:
             token_type_ids = jnp.zeros_like(input_ids)
         seq = input_ids.shape[1]
-        if not self.cfg.relative_attention and seq > self.cfg.max_position_embeddings:
+        if self.cfg.max_sequence_length is not None and seq > self.cfg.max_sequence_length:
             raise ValueError(f"sequence length {seq} exceeds max_position_embeddings={self.cfg.max_position_embeddings}")
         mask = encoder_mask(attention_mask, segment_ids)
         layout = None if token_index is None else TokenLayout.of(attention_mask, token_index)

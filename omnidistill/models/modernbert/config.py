@@ -41,6 +41,11 @@ class ModernBertConfig:
     sep_token_id: int | None = 50282
 
     @property
+    def max_sequence_length(self) -> int:
+        """The longest input (RoPE has no table; the model refuses rows beyond this)."""
+        return self.max_position_embeddings
+
+    @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
 

@@ -161,7 +161,7 @@ class ModernBertEncoder(nnx.Module):
         attention stays within a segment and RoPE positions restart at each segment. ``token_index``
         [G, t]: the layers run on the real tokens only (:class:`TokenLayout`), outputs padded."""
         del token_type_ids  # ModernBERT has no token types
-        if input_ids.shape[1] > self.cfg.max_position_embeddings:
+        if input_ids.shape[1] > self.cfg.max_sequence_length:
             raise ValueError(f"sequence length {input_ids.shape[1]} exceeds max_position_embeddings={self.cfg.max_position_embeddings}")
         mask = encoder_mask(attention_mask, segment_ids)
         positions = token_positions(input_ids, segment_ids)
