@@ -71,3 +71,48 @@ def test_config_reference_page_is_current(repo_root):
     spec.loader.exec_module(tool)
     text = (repo_root / "docs" / "configuration.md").read_text(encoding="utf-8")
     assert tool.updated_page(text) == text, "run: python tools/config_reference.py --write"
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("train.batch_size=0", "train.batch_size: must be >= 1, got 0"),  # was a ZeroDivisionError in the pipeline
+        ("train.epochs=0", "train.epochs: must be > 0, got 0.0"),
+        ("model.head_dropout=1.5", "model.head_dropout: must be in [0, 1), got 1.5"),
+        ("optim.lr=-1e-5", "optim.lr: must be >= 0, got -1e-05"),
+        ("optim.warmup_ratio=1.2", "optim.warmup_ratio: must be in [0, 1], got 1.2"),
+        ("optim.b2=1", "optim.b2: must be in [0, 1), got 1.0"),
+        ("data.length_buckets=[64,0]", "data.length_buckets: must be >= 1, got 0"),
+        ("loss.dimension_weights=[1,1,1]", "loss.dimension_weights: must have 4 items, got 3"),  # [2] broadcast silently
+        ('optim.param_groups=[{pattern: "embeddings", lr: -1}]', "optim.param_groups[0].lr: must be >= 0, got -1.0"),
+        ("eval.length_step=0", "eval.length_step: must be >= 1, got 0"),
+    ],
+)
+def test_values_out_of_range_are_refused_by_key(repo_root, override, message):
+    with pytest.raises(ConfigError) as err:
+        load_config(repo_root / "configs" / "tiny.yaml", [override])
+    assert message in str(err.value)
+
+
+def test_range_edges_are_accepted_and_every_rule_names_a_real_field(repo_root):
+    import dataclasses
+
+    import omnidistill.config as config_module
+    from omnidistill.config.limits import LIMITS, LIST_LENGTHS
+
+    edges = ["train.batch_size=1", "model.head_dropout=0", "optim.lr=0", "optim.warmup_ratio=1", "optim.b1=0", "train.epochs=0.01"]
+    cfg = load_config(repo_root / "configs" / "tiny.yaml", [*edges, "loss.dimension_weights=[0,1,0,1]", "optim.grad_clip=null"])
+    assert cfg.train.batch_size == 1 and cfg.optim.grad_clip is None and cfg.loss.dimension_weights == [0, 1, 0, 1]
+    for owner, field in [*LIMITS, *LIST_LENGTHS]:
+        cls = getattr(config_module, owner)
+        assert field in {f.name for f in dataclasses.fields(cls)}, (owner, field)
+    rows = {key: doc for key, _, _, doc in config_rows()}
+    assert rows["train.batch_size"].endswith("Range: >= 1.") and rows["loss.dimension_weights"].endswith("Range: 4 items, each >= 0.")
+
+
+def test_train_refuses_a_zero_batch_size_with_its_key(repo_root, tmp_path, capsys):
+    from omnidistill.cli import main
+
+    assert main(["train", str(repo_root / "configs" / "tiny.yaml"), f"train.output_dir={tmp_path / 'run'}", "train.batch_size=0"]) == 2
+    assert "train.batch_size: must be >= 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

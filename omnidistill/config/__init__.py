@@ -14,6 +14,8 @@ from typing import Any, Literal, Union
 
 import yaml
 
+from omnidistill.config.limits import limit_error
+
 
 class ConfigError(ValueError):
     """A configuration file or override is invalid; the message names the key."""
@@ -402,6 +404,9 @@ def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
         if key not in names:
             raise ConfigError(f"{full}: unknown key (valid keys: {', '.join(sorted(names))})")
         kwargs[key] = _coerce(value, hints[key], full)
+        out_of_range = limit_error(cls.__name__, key, kwargs[key])
+        if out_of_range:
+            raise ConfigError(f"{full}: {out_of_range}")
     try:
         return cls(**kwargs)
     except TypeError as err:  # a required field is missing

@@ -9,6 +9,7 @@ import itertools
 import typing
 
 from omnidistill.config import Config
+from omnidistill.config.limits import LIMITS, LIST_LENGTHS
 
 
 def _field_docs(cls: type) -> dict[str, str]:
@@ -25,6 +26,16 @@ def _field_docs(cls: type) -> dict[str, str]:
 
 def _type_str(tp) -> str:
     return str(tp).replace("typing.", "").replace("omnidistill.config.", "").replace("<class '", "").replace("'>", "")
+
+
+def _range(owner: str, field: str) -> str:
+    """The field's allowed range (:mod:`omnidistill.config.limits`) as a sentence, or ''."""
+    parts = []
+    if (owner, field) in LIST_LENGTHS:
+        parts.append(f"{LIST_LENGTHS[owner, field]} items")
+    if (owner, field) in LIMITS:
+        parts.append(("each " if parts else "") + LIMITS[owner, field][1])
+    return f"Range: {', '.join(parts)}." if parts else ""
 
 
 def config_rows(cls: type = Config, prefix: str = "") -> list[tuple[str, str, str, str]]:
@@ -44,7 +55,7 @@ def config_rows(cls: type = Config, prefix: str = "") -> list[tuple[str, str, st
             rows += config_rows(tp, key + ".")
             continue
         default = getattr(instance, f.name) if instance is not None else "(required)"
-        rows.append((key, _type_str(tp), repr(default), docs.get(f.name, "")))
+        rows.append((key, _type_str(tp), repr(default), " ".join(filter(None, [docs.get(f.name, ""), _range(cls.__name__, f.name)]))))
     return rows
 
 
