@@ -72,12 +72,13 @@ LIST_LENGTHS: dict[tuple[str, str], int] = {("LossConfig", "dimension_weights"):
 """Lists with one item per dimension (a shorter one would broadcast, or fail at the first step)."""
 
 
-def limit_error(owner: str, field: str, value: Any) -> str | None:
-    """Why ``value`` is out of range for ``owner.field`` (e.g. ``"must be >= 1, got 0"``), or None."""
+def limit_error(owner: str, field: str, value: Any, limits: dict[tuple[str, str], Limit] = LIMITS) -> str | None:
+    """Why ``value`` is out of range for ``owner.field`` (e.g. ``"must be >= 1, got 0"``), or None.
+    ``limits``: another table of the same form (the label config has its own)."""
     length = LIST_LENGTHS.get((owner, field))
     if length is not None and isinstance(value, list) and len(value) != length:
         return f"must have {length} items, got {len(value)}"
-    limit = LIMITS.get((owner, field))
+    limit = limits.get((owner, field))
     if limit is None or value is None:
         return None
     ok, phrase = limit

@@ -9,6 +9,7 @@ from typing import Literal
 import yaml
 
 from omnidistill.config import ConfigError, apply_override, from_dict
+from omnidistill.config.limits import FRACTION, POSITIVE, Limit, at_least, limit_error
 
 
 @dataclasses.dataclass
@@ -63,6 +64,22 @@ class LabelConfig:
     price_output_per_mtok: float = 0.0
 
 
+LABEL_LIMITS: dict[tuple[str, str], Limit] = {
+    ("LabelConfig", "samples"): at_least(1),  # 0 sent no request and wrote every item as failed
+    ("LabelConfig", "temperature"): at_least(0),
+    ("LabelConfig", "max_tokens"): at_least(1),
+    ("LabelConfig", "top_logprobs"): (lambda v: 0 <= v <= 20, "from 0 to 20"),
+    ("LabelConfig", "logprobs_min_mass"): FRACTION,
+    ("LabelConfig", "concurrency"): at_least(1),
+    ("LabelConfig", "max_retries"): at_least(0),
+    ("LabelConfig", "invalid_retries"): at_least(0),
+    ("LabelConfig", "timeout_s"): POSITIVE,
+    ("LabelConfig", "backoff_s"): at_least(0),
+    ("LabelConfig", "price_input_per_mtok"): at_least(0),
+    ("LabelConfig", "price_output_per_mtok"): at_least(0),
+}
+
+
 def load_label_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> LabelConfig:
     data: dict = {}
     if path is not None:
@@ -83,6 +100,10 @@ def load_label_config(path: str | Path | None, overrides: list[str] | tuple[str,
 def check_label_config(cfg: LabelConfig, where: str = "label config") -> None:
     """Refuse, by field, settings that do not work together."""
     path = where
+    for field in dataclasses.fields(cfg):
+        out_of_range = limit_error("LabelConfig", field.name, getattr(cfg, field.name), LABEL_LIMITS)
+        if out_of_range:
+            raise ConfigError(f"{path}: {field.name}: {out_of_range}")
     if not cfg.models:
         raise ConfigError(f"{path}: models must name at least one judge model")
     if cfg.logprobs and cfg.aggregation != "mean":

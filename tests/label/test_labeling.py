@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import Counter
@@ -298,6 +299,16 @@ def test_label_config_validation(repo_root, tmp_path):
 
     with pytest.raises(ConfigError, match="aggregation"):
         load_label_config(None, ["aggregation=vote"])
+    for override, message in [
+        ("samples=0", "samples: must be >= 1, got 0"),  # sent no request and wrote every item as failed
+        ("concurrency=0", "concurrency: must be >= 1, got 0"),
+        ("timeout_s=0", "timeout_s: must be > 0, got 0.0"),
+        ("logprobs_min_mass=1.5", "logprobs_min_mass: must be in [0, 1], got 1.5"),
+        ("price_input_per_mtok=-2", "price_input_per_mtok: must be >= 0, got -2.0"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_label_config(None, [override])
+    load_label_config(None, ["samples=1", "concurrency=1", "max_retries=0", "temperature=0", "top_logprobs=20"])  # the edges
 
 
 # --------------------------------------------------------------------------- OmniScore prompts (appendix G)
