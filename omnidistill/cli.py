@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
 
 from omnidistill.config import ConfigError
 
@@ -193,6 +194,19 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+def at_least(low: float, kind: type = int) -> Callable[[str], float]:
+    """An argparse ``type``: a number of ``kind`` that is at least ``low`` (``--chunk 0`` scored nothing)."""
+
+    def parse(text: str) -> float:
+        value = kind(text)  # a ValueError reads "invalid <name> value"
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     from omnidistill.config.reference import config_reference_text
 
@@ -231,12 +245,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint", default="best", choices=["best", "latest"], help="which checkpoint to evaluate (default: best by dev MAE)"
     )
     p.add_argument(
-        "--batch-size", type=int, help="batches of this many items (default: eval.batch_tokens, else eval.batch_size, of the run)"
+        "--batch-size", type=at_least(1), help="batches of this many items (default: eval.batch_tokens, else eval.batch_size, of the run)"
     )
-    p.add_argument("--batch-tokens", type=int, metavar="N", help=TOKENS_HELP.format(default="eval.batch_tokens of the run"))
-    p.add_argument("--pack-length", type=int, metavar="N", help=PACK_HELP.format(default="eval.pack_length of the run"))
+    p.add_argument("--batch-tokens", type=at_least(0), metavar="N", help=TOKENS_HELP.format(default="eval.batch_tokens of the run"))
+    p.add_argument("--pack-length", type=at_least(0), metavar="N", help=PACK_HELP.format(default="eval.pack_length of the run"))
     p.add_argument(
-        "--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples for 95%% intervals (0 disables; default 1000)"
+        "--bootstrap", type=at_least(0), default=1000, metavar="N", help="bootstrap resamples for 95%% intervals (0 disables; default 1000)"
     )
     p.add_argument(
         "--null",
@@ -247,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument(
         "--usd-per-hour",
-        type=float,
+        type=at_least(0.0, float),
         metavar="USD",
         help="machine price: the report adds dollars per 1,000 items (the paper's Table 9 cost)",
     )
@@ -271,10 +285,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--input", required=True, nargs="+", help="input file(s): .jsonl, .csv or .parquet with candidate and optional context fields"
     )
     p.add_argument("--output", required=True, help="output JSONL: each input item plus its scores")
-    p.add_argument("--batch-size", type=int, default=64, help="items per batch where batches are not filled by tokens (default 64)")
+    p.add_argument("--batch-size", type=at_least(1), default=64, help="items per batch where batches are not filled by tokens (default 64)")
     p.add_argument(
         "--batch-tokens",
-        type=int,
+        type=at_least(0),
         metavar="N",
         help=TOKENS_HELP.format(default="a run's eval.batch_tokens; else 2048 on one CPU device, 0 otherwise"),
     )
@@ -283,9 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume", action="store_true", help="continue an interrupted OUTPUT: keep its complete lines (checked by id), score the rest"
     )
     p.add_argument(
-        "--pack-length", type=int, metavar="N", help=PACK_HELP.format(default="a run's eval.pack_length; 0 for an exported folder")
+        "--pack-length", type=at_least(0), metavar="N", help=PACK_HELP.format(default="a run's eval.pack_length; 0 for an exported folder")
     )
-    p.add_argument("--chunk", type=int, default=4096, help="items read, scored and written at a time (memory is flat in the input size)")
+    p.add_argument(
+        "--chunk", type=at_least(1), default=4096, help="items read, scored and written at a time (memory is flat in the input size)"
+    )
     p.set_defaults(func=_score)
 
     p = sub.add_parser("label", help="label items with an LLM judge through an OpenAI-compatible endpoint")

@@ -138,6 +138,25 @@ def test_bad_override_is_a_clear_cli_error(repo_root, capsys):
     assert "optim.lrr: unknown key" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["score", "--model", "m", "--input", "i.jsonl", "--output", "o.jsonl", "--chunk", "0"], "--chunk: must be >= 1, got 0"),
+        (["score", "--model", "m", "--input", "i.jsonl", "--output", "o.jsonl", "--batch-size", "0"], "--batch-size: must be >= 1"),
+        (["score", "--model", "m", "--input", "i.jsonl", "--output", "o.jsonl", "--pack-length", "-8"], "--pack-length: must be >= 0"),
+        (["eval", "run", "--bootstrap", "-1"], "--bootstrap: must be >= 0, got -1"),
+        (["eval", "run", "--batch-tokens", "-1"], "--batch-tokens: must be >= 0"),
+        (["eval", "run", "--usd-per-hour", "-3"], "--usd-per-hour: must be >= 0.0, got -3"),
+        (["eval", "run", "--batch-size", "two"], "--batch-size: invalid int value: 'two'"),
+    ],
+)
+def test_numeric_options_are_checked_by_the_parser(args, message, capsys):
+    """``score --chunk 0`` used to read nothing and write an empty output with status 0."""
+    with pytest.raises(SystemExit) as done:
+        main(args)
+    assert done.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_help_documents_every_config_key(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
