@@ -103,7 +103,12 @@ def _csv_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
     reader = csv.DictReader(io.StringIO(text, newline=""))  # csv sees the real line breaks (quoted ones included)
     for row in reader:
         where = f"{path}:{reader.line_num}"
-        obj: dict[str, Any] = {k: v for k, v in row.items() if k is not None and v not in (None, "") and k not in DIMENSIONS}
+        extra, short = row.get(None), [k for k, v in row.items() if v is None]  # csv's marks of a ragged row
+        if extra or short:  # e.g. an unquoted comma in a text: its tail would be dropped or shift the fields
+            count = len(reader.fieldnames or ()) + len(extra or ()) - len(short)
+            yield where, DataError(f"{where}: {count} values for the header's {len(reader.fieldnames or ())} columns (an unquoted comma?)")
+            continue
+        obj: dict[str, Any] = {k: v for k, v in row.items() if v != "" and k not in DIMENSIONS}
         labels = {}
         for dim in DIMENSIONS:
             if row.get(dim) not in (None, ""):

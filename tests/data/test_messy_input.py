@@ -41,6 +41,17 @@ def test_csv_quoted_line_breaks_keep_physical_line_numbers(tmp_path):
         read_records([str(path)])
 
 
+def test_a_csv_row_with_more_or_fewer_values_than_the_header_is_its_error(tmp_path):
+    """An unquoted comma in a text used to drop the text's tail silently (csv puts extra values under
+    no column); a short row left its last columns unset."""
+    path = tmp_path / "r.csv"
+    path.write_text('id,question,candidate\n1,Where?,Paris, the capital\n2,Where?\n3,Where?,"Paris, quoted"\n4,,Berlin\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"r\.csv:2: 4 values for the header's 3 columns \(an unquoted comma\?\)"):
+        read_records([str(path)], require_labels=False)
+    records, skipped = read_records([str(path)], require_labels=False, skip_invalid=True)
+    assert skipped == 2 and [(r.id, r.question, r.candidate) for r in records] == [("3", "Where?", "Paris, quoted"), ("4", None, "Berlin")]
+
+
 def test_one_unknown_label_in_one_parquet_row_is_that_rows_error(tmp_path):
     path = tmp_path / "x.parquet"
     rows = [{"id": str(i), "candidate": f"c{i}", "labels": {"clarity": 3.0, "fluency": 2.0 if i == 2 else None}} for i in range(4)]
