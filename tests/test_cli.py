@@ -241,6 +241,27 @@ def test_the_position_limit_is_the_models_own(trained_tiny):
     check_sequence_lengths(cfg, model.arch)
 
 
+def test_resume_refuses_what_would_change_the_sequence_of_batches(trained_tiny, repo_root, tmp_path, capsys):
+    """The saved data iterator's position means the same batches only with the same seed, batch size,
+    packing and number of training examples; resuming with others used to go on silently."""
+    run = shutil.copytree(trained_tiny, tmp_path / "run")
+    args = tiny_run_args(repo_root, run, *TRAINED_TINY)
+    assert json.loads((run / "train_data.json").read_text()) == {"examples": 2100}
+    before = sorted(p.relative_to(run) for p in run.rglob("*"))
+    shorter = tmp_path / "train.jsonl"
+    shorter.write_text("".join((repo_root / "data" / "sample" / "train.jsonl").read_text().splitlines(keepends=True)[:2000]))
+    for extra, message in [
+        (["train.seed=7"], "train.seed: checkpoint 0 != config 7"),
+        (["train.batch_size=8"], "train.batch_size: checkpoint 16 != config 8"),
+        (["data.pack_length=192"], "data.pack_length: checkpoint 0 != config 192"),
+        ([f"data.train=[{shorter}]"], "training examples: 2100 when the run started, 2000 now"),
+    ]:
+        assert main([*args, *extra, "--resume"]) == 2
+        assert "resuming would not continue the same sequence of training batches" in (err := capsys.readouterr().err), extra
+        assert message in err
+    assert sorted(p.relative_to(run) for p in run.rglob("*")) == before
+
+
 def test_resume_with_a_different_model_is_refused(trained_run, capsys):
     _, args = trained_run
     assert main([*args, "model.arch.hidden_size=32", "--resume"]) == 2

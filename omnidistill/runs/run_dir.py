@@ -13,6 +13,18 @@ TRAIN_SUMMARY = "train_summary.json"
 """Written when training ends without preemption (finished or stopped early), removed when it starts."""
 INPUT_SETTINGS = ("input_format", "layout", "truncation")
 """The ``data`` fields that decide a model's token ids: a run keeps them (resume), and an init warns on change."""
+ORDER_SETTINGS = (
+    ("train", "seed"),
+    ("train", "batch_size"),
+    ("data", "workers"),  # each of N worker processes builds every N-th batch
+    ("data", "pack_length"),
+    ("data", "pack_max_segments"),
+    ("data", "pack_bins"),
+)
+"""What fixes the sequence of training batches: the saved data iterator's position means the same
+batches only if these, and the number of training examples, are the ones the run started with."""
+TRAIN_DATA = "train_data.json"
+"""The number of training examples of the run's latest start (checked on resume)."""
 
 
 def is_run_directory(path: str | Path | None) -> bool:
@@ -52,6 +64,34 @@ def load_run_metadata(run_dir: str | Path) -> tuple[Config, dict[str, Any], Path
     cfg = load_config(run_dir / "config.yaml")
     model = json.loads((run_dir / "model.json").read_text(encoding="utf-8"))
     return cfg, model["hf_config"], run_dir / "tokenizer"
+
+
+def check_same_batches(run_dir: str | Path, cfg: Config, examples: int) -> None:
+    """Refuse to resume where the saved data iterator would continue another sequence of batches:
+    a changed seed, batch size or packing, or a training split with another number of examples (a
+    regenerated file, another split). The resumed run would no longer be the run it continues, and
+    nothing would say so. Writes the example count for the next resume."""
+    run_dir = Path(run_dir)
+    diffs = []
+    if (run_dir / "config.yaml").exists():
+        saved_cfg = load_config(run_dir / "config.yaml")
+        for section, field in ORDER_SETTINGS:
+            a, b = getattr(getattr(saved_cfg, section), field), getattr(getattr(cfg, section), field)
+            if a != b:
+                diffs.append(f"{section}.{field}: checkpoint {a!r} != config {b!r}")
+    saved = json.loads((run_dir / TRAIN_DATA).read_text(encoding="utf-8")) if (run_dir / TRAIN_DATA).exists() else {}
+    if saved.get("examples", examples) != examples:
+        diffs.append(f"training examples: {saved['examples']} when the run started, {examples} now")
+    if diffs:
+        raise ValueError(
+            f"{run_dir}: resuming would not continue the same sequence of training batches: "
+            + "; ".join(diffs)
+            + " (restore them, or start a new run in another train.output_dir)"
+        )
+
+
+def write_train_data(run_dir: str | Path, examples: int) -> None:
+    atomic_write_text(Path(run_dir) / TRAIN_DATA, json.dumps({"examples": examples}))
 
 
 def check_same_model(run_dir: str | Path, cfg: Config, hf_config: dict[str, Any]) -> None:

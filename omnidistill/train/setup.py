@@ -40,7 +40,15 @@ from omnidistill.parallel.mesh import (
 )
 from omnidistill.runs.checkpoint import RunCheckpoints, restore_params, saved_steps
 from omnidistill.runs.load import trained_model_shapes
-from omnidistill.runs.run_dir import INPUT_SETTINGS, check_same_model, is_run_directory, load_run_metadata, save_run_metadata
+from omnidistill.runs.run_dir import (
+    INPUT_SETTINGS,
+    check_same_batches,
+    check_same_model,
+    is_run_directory,
+    load_run_metadata,
+    save_run_metadata,
+    write_train_data,
+)
 from omnidistill.train.optimizer import build_optimizer
 from omnidistill.train.state import TrainState
 from omnidistill.train.step import make_loss_fn, make_train_step
@@ -330,6 +338,8 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     if not cfg.data.train and cfg.data.tfds is None:
         raise TrainError("data.train names no file (or set data.tfds)")
     train_records, skipped = training_records(cfg, encoder)
+    if resuming:
+        check_same_batches(run_dir, cfg, len(train_records))
     dev_records, dev_skipped = load_split(cfg.data, "dev")
     dev_inputs = encoder.encode_inputs(dev_records)
     data_counts = input_counts(encoder, train_records, dev_inputs, {"train": skipped, "dev": dev_skipped}, cfg.train.seed)
@@ -360,6 +370,7 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
         log.info("resumed from step %d", start)
     if jax.process_index() == 0:
         save_run_metadata(run_dir, cfg, loaded.hf_config, loaded.tokenizer)
+        write_train_data(run_dir, len(train_records))
     return TrainRun(
         cfg=cfg,
         run_dir=run_dir,
