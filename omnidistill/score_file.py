@@ -116,6 +116,8 @@ def check_paths(inputs: Sequence[str | Path], output: str | Path, resume: bool) 
     """What ``score`` can check before loading a model: every input exists, the output is not one of
     them and holds nothing unless resuming. Makes the output's folder; returns the output path."""
     output = Path(output)
+    if output.is_dir():
+        raise ValueError(f"--output {output} is a folder: name the JSONL file to write")
     for name in inputs:
         existing_file(name, DataError)
         if Path(name).resolve() == output.resolve():

@@ -116,6 +116,7 @@ def test_score_cli_checks_its_paths_before_loading_the_model(run_and_export, rep
         (["--input", str(tmp_path / "missing.jsonl"), "--output", str(tmp_path / "o.jsonl")], "missing.jsonl: file not found"),
         (["--input", str(sample), "--output", str(tmp_path / "." / "in.jsonl"), "--resume"], "is one of the inputs"),
         (["--input", str(sample), "--output", str(tmp_path / "done.jsonl")], "exists: pass --resume"),
+        (["--input", str(sample), "--output", str(tmp_path), "--resume"], "is a folder: name the JSONL file"),
     ]
     for args, message in refusals:
         assert main(["score", "--model", str(run_and_export[0]), *args]) == 2

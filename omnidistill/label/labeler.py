@@ -317,6 +317,8 @@ def prepare_output(inputs: list[str], output: str | Path) -> Path:
     """Check ``output`` before any request: refuse one of the ``inputs`` (the judge's labels would
     replace the items' own fields), and make its folder (a missing one failed after the labelling)."""
     output = Path(output)
+    if output.is_dir():
+        raise ValueError(f"--output {output} is a folder: name the JSONL file to write")
     if any(Path(name).resolve() == output.resolve() for name in inputs):
         raise ValueError(f"--output {output} is one of the inputs: write the labels to another file")
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -247,6 +247,8 @@ def test_the_output_is_checked_before_any_request(server, tmp_path):
     for method in ("label_file", "label_pairs"):
         with pytest.raises(ValueError, match="is one of the inputs"):
             getattr(Labeler(cfg_for(server, tmp_path)), method)([str(inputs)], tmp_path / "." / "in.jsonl")
+    with pytest.raises(ValueError, match="is a folder"):
+        Labeler(cfg_for(server, tmp_path)).label_file([str(inputs)], tmp_path)  # found only when writing, after the labelling
     assert FakeJudge.counts["total"] == 0 and inputs.read_text() == before
     out = tmp_path / "new" / "dir" / "o.jsonl"
     assert Labeler(cfg_for(server, tmp_path)).label_file([str(inputs)], out)["labelled"] == 2
