@@ -380,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return args.func(args)
-    except (ConfigError, ValueError, FileNotFoundError, FileExistsError, RuntimeError) as err:
+    except (ConfigError, ValueError, OSError, RuntimeError) as err:  # OSError: a missing, blocked or unwritable path
         print(f"omnidistill {args.command}: error: {err}", file=sys.stderr)
         return 2
 

@@ -184,6 +184,16 @@ def test_a_bad_lang_weights_file_is_refused_before_any_work(trained_run, tmp_pat
     assert f"{bad}: weight of 'hi' must be a non-negative number" in capsys.readouterr().err
 
 
+def test_an_eval_folder_that_cannot_be_written_fails_before_the_scoring(trained_tiny, tmp_path, capsys, monkeypatch):
+    """The report folder was made only when the reports were written, after the scoring and the bootstrap."""
+    monkeypatch.setattr("omnidistill.eval.run_eval.predict_ids", lambda *a, **k: pytest.fail("eval scored the items"))
+    (tmp_path / "a_file").write_text("mine")
+    for out, message in [(tmp_path / "a_file", "is a file: eval writes its reports into a folder"), (tmp_path / "a_file" / "sub", "")]:
+        assert main(["eval", str(trained_tiny), "--bootstrap", "0", "--no-plots", "--out", str(out)]) == 2
+        assert message in capsys.readouterr().err
+    assert (tmp_path / "a_file").read_text() == "mine"
+
+
 def test_a_loss_the_head_cannot_take_is_refused_before_the_data_is_read(trained_run, tmp_path, capsys, monkeypatch):
     """It used to fail at the first step's trace, after the data was read and the run directory written."""
     _, args = trained_run

@@ -90,6 +90,9 @@ def evaluate_run(
     the run's ``eval.batch_tokens``; an encoder that runs unpadded) unless ``batch_size`` is given,
     which makes them batches of that many items."""
     run_dir = Path(run_dir)
+    out_dir = Path(out_dir) if out_dir else run_dir / "eval"
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"--out {out_dir} is a file: eval writes its reports into a folder")
     cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint)
     weights_file = lang_weights or cfg.eval.lang_weights  # read before scoring: a bad file costs no scoring pass
     weights = load_group_weights(weights_file) if weights_file else None
@@ -107,6 +110,7 @@ def evaluate_run(
         raise ValueError(f"nothing to evaluate: pass --data or set data.{split} (or data.tfds) in the run config")
     if compare:  # predictions are joined to these items by id: a repeated id would pair the wrong items
         refuse_duplicate_ids([f for f in files if not str(f).startswith("tfds:")], "eval --compare joins prediction files to them")
+    out_dir.mkdir(parents=True, exist_ok=True)  # before the scoring and the bootstrap: a folder that cannot be made fails now
     encoder = RecordEncoder.from_config(tokenizer, cfg.data)
     start = time.perf_counter()
     encoded = encoder.encode_inputs(records)  # tokenized once: the ids, the truncation count and the warm-up's lengths
@@ -159,7 +163,6 @@ def evaluate_run(
     if usd_per_hour is not None:
         report["meta"]["usd_per_hour"] = usd_per_hour
         report["meta"]["usd_per_1000"] = report["meta"]["seconds_per_1000"] / 3600 * usd_per_hour
-    out_dir = Path(out_dir) if out_dir else run_dir / "eval"
     write_report(report, out_dir, name=split, title=f"{split} ({len(records)} items, step {step})")
     if plots:
         report["meta"]["plots"] = [str(p) for p in write_plots(records, pred, report, out_dir, prefix=split)]
