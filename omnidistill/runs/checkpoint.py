@@ -165,7 +165,7 @@ def restore_params(ckpt_dir: str | Path, params_like: Any, *, step: int | None =
         steps = sorted(ocp.utils.checkpoint_steps(ckpt_dir)) if ckpt_dir.is_dir() else []
         if not steps:
             when = "at the first dev evaluation; --checkpoint latest reads the last train state"
-            when = when if is_best else "every checkpoint.every_steps"
+            when = when if is_best else "every checkpoint.every_steps, or after each dev evaluation"
             raise FileNotFoundError(f"{ckpt_dir}: no checkpoint yet (written {when})")
         step = steps[-1]
     if is_best:
