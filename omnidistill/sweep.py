@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from omnidistill.config import Config, ConfigError, load_config, to_dict
+from omnidistill.config import Config, ConfigError, load_config, load_yaml, to_dict
 from omnidistill.runs.checkpoint import saved_steps
 from omnidistill.runs.run_dir import atomic_write_text, read_train_summary
 
@@ -38,10 +38,7 @@ def load_sweep(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"{path}: sweep file not found")
     text = path.read_text(encoding="utf-8")
-    try:
-        spec = yaml.safe_load(text) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML ({err})") from None
+    spec = load_yaml(text, path) or {}
     if not isinstance(spec, dict):
         raise ConfigError(f"{path}: expected a mapping with base, output_dir, overrides and runs")
     lines = _key_lines(text)

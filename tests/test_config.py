@@ -116,3 +116,38 @@ def test_train_refuses_a_zero_batch_size_with_its_key(repo_root, tmp_path, capsy
     assert main(["train", str(repo_root / "configs" / "tiny.yaml"), f"train.output_dir={tmp_path / 'run'}", "train.batch_size=0"]) == 2
     assert "train.batch_size: must be >= 1, got 0" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_key_given_twice_is_refused_in_every_yaml_the_project_reads(repo_root, tmp_path):
+    """PyYAML keeps the last of two equal keys silently: a second ``optim:`` block dropped the first's
+    ``lr`` (the run trained at the default 2e-5). Configs, sweep files, label configs and L-MAE weight
+    files all refuse it, naming both lines."""
+    from omnidistill.eval.metrics import load_group_weights
+    from omnidistill.label.config import load_label_config
+    from omnidistill.sweep import load_sweep
+
+    config = tmp_path / "c.yaml"
+    config.write_text("optim:\n  lr: 1.0e-3\ntrain:\n  batch_size: 8\noptim:\n  head_lr: 3.0e-3\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml:5: key 'optim' appears twice in one mapping \(first at line 1\)"):
+        load_config(config)
+    nested = tmp_path / "n.yaml"
+    nested.write_text("optim:\n  lr: 1.0e-3\n  lr: 2.0e-3\n")
+    with pytest.raises(ConfigError, match=r"n\.yaml:3: key 'lr' appears twice .*first at line 2"):
+        load_config(nested)
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(f"base: {repo_root / 'configs' / 'tiny.yaml'}\nruns:\n  a: [optim.lr=1e-3]\n  a: [optim.lr=2e-3]\n")
+    with pytest.raises(ConfigError, match=r"s\.yaml:4: key 'a' appears twice"):
+        load_sweep(sweep)
+    label = tmp_path / "l.yaml"
+    label.write_text("models: [a]\nconcurrency: 2\nmodels: [b]\n")
+    with pytest.raises(ConfigError, match=r"l\.yaml:3: key 'models' appears twice"):
+        load_label_config(label)
+    weights = tmp_path / "w.yaml"
+    weights.write_text("en: 1\nde: 2\nen: 3\n")
+    with pytest.raises(ValueError, match=r"w\.yaml:3: key 'en' appears twice"):
+        load_group_weights(weights)
+    config.write_text("optim:\n  lr: 1.0e-3\n  head_lr: 3.0e-3\ntrain:\n  batch_size: 8\n")  # merged: fine
+    assert load_config(config).optim.lr == pytest.approx(1e-3)
+    label.write_text("models: [a\n")
+    with pytest.raises(ConfigError, match=r"l\.yaml: invalid YAML"):  # was a traceback
+        load_label_config(label)

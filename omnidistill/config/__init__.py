@@ -434,6 +434,36 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
 
 
+class _RepeatedKey(Exception):
+    """``LINE: message`` of a key given twice."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping: PyYAML keeps the last one
+    silently, so a second ``optim:`` block would drop every setting of the first."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, typing.Hashable) and key != "<<" and key in first:
+                raise _RepeatedKey(f"{line}: key {key!r} appears twice in one mapping (first at line {first[key]}); merge the two")
+            first.setdefault(key, line)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str, where: str | Path) -> Any:
+    """Parse a config file's ``text`` (errors start with ``where``): invalid YAML and repeated keys are
+    :class:`ConfigError`."""
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except _RepeatedKey as err:
+        raise ConfigError(f"{where}:{err}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{where}: invalid YAML: {err}") from None
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """Load ``path`` (YAML) and apply dotted overrides; validates every key and type."""
     data: dict[str, Any] = {}
@@ -441,10 +471,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         from omnidistill.storage import existing_file
 
         path = existing_file(path, ConfigError, "config file not found")
-        try:
-            loaded = yaml.safe_load(path.read_bytes().decode("utf-8"))
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: invalid YAML: {err}") from None
+        loaded = load_yaml(path.read_bytes().decode("utf-8"), path)
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: top level must be a mapping")
         data = loaded or {}

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from omnidistill.config import ConfigError, load_yaml
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.correlation import pearson, spearman
 from omnidistill.eval.ranking import pair_counts
@@ -102,8 +102,8 @@ def load_group_weights(path: str | Path) -> dict[str, float]:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, json.JSONDecodeError, yaml.YAMLError) as err:
+        data = json.loads(text) if path.suffix == ".json" else load_yaml(text, path)
+    except (OSError, json.JSONDecodeError, ConfigError) as err:
         raise ValueError(f"{path}: cannot read group weights ({err})") from None
     if not isinstance(data, dict) or not data:
         raise ValueError(f"{path}: expected a mapping of group name to weight")

@@ -6,9 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
-import yaml
-
-from omnidistill.config import ConfigError, apply_override, from_dict
+from omnidistill.config import ConfigError, apply_override, from_dict, load_yaml
 from omnidistill.config.limits import FRACTION, POSITIVE, Limit, at_least, limit_error
 
 
@@ -86,7 +84,9 @@ def load_label_config(path: str | Path | None, overrides: list[str] | tuple[str,
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"{path}: config file not found")
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = load_yaml(path.read_text(encoding="utf-8"), path) or {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: top level must be a mapping")
     for override in overrides:
         apply_override(data, override)
     try:
