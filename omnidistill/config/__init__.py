@@ -33,7 +33,9 @@ class ModelConfig:
     arch: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Hugging Face config fields; used for random init, or to override fields of ``init_from``."""
     tokenizer: str | None = None
-    """Tokenizer folder or hub id; defaults to ``init_from``."""
+    """Tokenizer folder or hub id; defaults to ``init_from``. A name that is not a local folder (a relative
+    path is read from the current directory) is looked up on the Hub, and the error of a failed lookup
+    names both places."""
     pooling: str = "cls_raw"
     """Pooling: ``cls_raw`` (the final [CLS] state, no pooler: OmniScore §3; exports as ``omniscore``),
     ``cls`` ([CLS] through the family's pooler; exports as ``hf``), ``mean`` (``omniscore``),

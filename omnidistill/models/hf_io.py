@@ -29,7 +29,14 @@ def resolve_hf_dir(name_or_path: str) -> Path:
         raise FileNotFoundError(f"{name_or_path}: not a Hugging Face model folder")
     from huggingface_hub import snapshot_download
 
-    return Path(snapshot_download(name_or_path, allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.bin"]))
+    try:
+        return Path(snapshot_download(name_or_path, allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.bin"]))
+    except Exception as err:  # huggingface_hub raises many types: offline, no such repo, gated, bad id
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise FileNotFoundError(
+            f"{name_or_path}: not a local folder (a relative path is read from the current directory, {Path.cwd()}), "
+            f"nor a model the Hugging Face Hub gave ({type(err).__name__}: {reason})"
+        ) from None
 
 
 def read_hf_config(folder: str | Path) -> dict[str, Any]:

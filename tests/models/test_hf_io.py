@@ -86,3 +86,17 @@ def test_tensor_shapes_of_sharded_and_bin_checkpoints(tmp_path):
         shapes = read_hf_tensor_shapes(folder)
         assert shapes == {k: v.shape for k, v in read_hf_tensors(folder).items()}
         assert shapes["encoder.layer.0.intermediate.dense.weight"] == (37, 32)
+
+
+def test_a_name_that_is_neither_a_folder_nor_on_the_hub_says_where_it_was_looked_for(tmp_path, monkeypatch, repo_root):
+    """A config's relative ``model.tokenizer`` run from another directory is taken for a Hub id; the
+    error said only that the Hub could not be reached."""
+    from omnidistill.cli import main
+    from omnidistill.models.hf_io import resolve_hf_dir
+
+    monkeypatch.chdir(tmp_path)  # the tiny config's tokenizer, assets/tiny-wordpiece, is not here
+    where = rf"assets/tiny-wordpiece: not a local folder .*current directory, {tmp_path}\), nor a model"
+    with pytest.raises(FileNotFoundError, match=where):
+        resolve_hf_dir("assets/tiny-wordpiece")
+    assert main(["train", str(repo_root / "configs" / "tiny.yaml"), f"train.output_dir={tmp_path / 'run'}"]) == 2
+    assert not (tmp_path / "run").exists()
