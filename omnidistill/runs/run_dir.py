@@ -66,19 +66,28 @@ def load_run_metadata(run_dir: str | Path) -> tuple[Config, dict[str, Any], Path
     return cfg, model["hf_config"], run_dir / "tokenizer"
 
 
+def setting_differences(run_dir: str | Path, cfg: Config, settings: tuple[tuple[str, str], ...]) -> list[str]:
+    """``section.field: checkpoint A != config B`` for each of ``settings`` where the run's saved
+    ``config.yaml`` differs from ``cfg`` (none without a saved config)."""
+    path = Path(run_dir) / "config.yaml"
+    if not path.exists():
+        return []
+    saved = load_config(path)
+    diffs = []
+    for section, field in settings:
+        a, b = getattr(getattr(saved, section), field), getattr(getattr(cfg, section), field)
+        if a != b:
+            diffs.append(f"{section}.{field}: checkpoint {a!r} != config {b!r}")
+    return diffs
+
+
 def check_same_batches(run_dir: str | Path, cfg: Config, examples: int) -> None:
     """Refuse to resume where the saved data iterator would continue another sequence of batches:
     a changed seed, batch size or packing, or a training split with another number of examples (a
     regenerated file, another split). The resumed run would no longer be the run it continues, and
-    nothing would say so. Writes the example count for the next resume."""
+    nothing would say so. The count of the run's start is in ``TRAIN_DATA`` (:func:`write_train_data`)."""
     run_dir = Path(run_dir)
-    diffs = []
-    if (run_dir / "config.yaml").exists():
-        saved_cfg = load_config(run_dir / "config.yaml")
-        for section, field in ORDER_SETTINGS:
-            a, b = getattr(getattr(saved_cfg, section), field), getattr(getattr(cfg, section), field)
-            if a != b:
-                diffs.append(f"{section}.{field}: checkpoint {a!r} != config {b!r}")
+    diffs = setting_differences(run_dir, cfg, ORDER_SETTINGS)
     saved = json.loads((run_dir / TRAIN_DATA).read_text(encoding="utf-8")) if (run_dir / TRAIN_DATA).exists() else {}
     if saved.get("examples", examples) != examples:
         diffs.append(f"training examples: {saved['examples']} when the run started, {examples} now")
@@ -91,6 +100,7 @@ def check_same_batches(run_dir: str | Path, cfg: Config, examples: int) -> None:
 
 
 def write_train_data(run_dir: str | Path, examples: int) -> None:
+    """Record the number of training examples of this start, for the next resume's check."""
     atomic_write_text(Path(run_dir) / TRAIN_DATA, json.dumps({"examples": examples}))
 
 
@@ -107,11 +117,7 @@ def check_same_model(run_dir: str | Path, cfg: Config, hf_config: dict[str, Any]
     for key in sorted(set(old) | set(hf_config)):
         if old.get(key) != hf_config.get(key):
             diffs.append(f"{key}: checkpoint {old.get(key)!r} != config {hf_config.get(key)!r}")
-    saved_cfg = load_config(Path(run_dir) / "config.yaml") if (Path(run_dir) / "config.yaml").exists() else None
-    if saved_cfg is not None:
-        for section, field in (("model", "pooling"), ("model", "head"), ("model", "scan_layers"), *(("data", f) for f in INPUT_SETTINGS)):
-            a, b = getattr(getattr(saved_cfg, section), field), getattr(getattr(cfg, section), field)
-            if a != b:
-                diffs.append(f"{section}.{field}: checkpoint {a!r} != config {b!r}")
+    model_settings = (("model", "pooling"), ("model", "head"), ("model", "scan_layers"), *(("data", f) for f in INPUT_SETTINGS))
+    diffs += setting_differences(run_dir, cfg, model_settings)
     if diffs:
         raise ValueError(f"{run_dir} holds checkpoints of a different model: " + "; ".join(diffs))
