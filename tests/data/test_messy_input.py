@@ -52,6 +52,21 @@ def test_a_csv_row_with_more_or_fewer_values_than_the_header_is_its_error(tmp_pa
     assert skipped == 2 and [(r.id, r.question, r.candidate) for r in records] == [("3", "Where?", "Paris, quoted"), ("4", None, "Berlin")]
 
 
+def test_a_key_given_twice_in_a_jsonl_record_is_that_records_error(tmp_path):
+    """``json.loads`` keeps the last of two equal keys: a record with two ``candidate`` fields was scored
+    on one of them, silently. Nested objects (labels) are checked too."""
+    path = tmp_path / "d.jsonl"
+    path.write_text(
+        '{"id": "1", "candidate": "first", "candidate": "second", "labels": {"clarity": 3}}\n'
+        '{"id": "2", "candidate": "c", "labels": {"clarity": 3, "clarity": 5}}\n' + line(3) + "\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(DataError, match=r"d\.jsonl:1: key 'candidate' appears twice in one object"):
+        read_records([str(path)])
+    records, skipped = read_records([str(path)], skip_invalid=True)
+    assert [r.id for r in records] == ["3"] and skipped == 2
+
+
 def test_one_unknown_label_in_one_parquet_row_is_that_rows_error(tmp_path):
     path = tmp_path / "x.parquet"
     rows = [{"id": str(i), "candidate": f"c{i}", "labels": {"clarity": 3.0, "fluency": 2.0 if i == 2 else None}} for i in range(4)]
