@@ -194,6 +194,17 @@ def test_an_eval_folder_that_cannot_be_written_fails_before_the_scoring(trained_
     assert (tmp_path / "a_file").read_text() == "mine"
 
 
+def test_a_bad_compare_file_fails_before_the_scoring(trained_tiny, repo_root, tmp_path, capsys, monkeypatch):
+    """``--compare`` files were read after the scoring pass."""
+    monkeypatch.setattr("omnidistill.eval.run_eval.predict_ids", lambda *a, **k: pytest.fail("eval scored the items"))
+    judge = tmp_path / "judge.jsonl"
+    judge.write_text(json.dumps({"id": "test-0000", "labels": {"clarity": 3}}) + "\n")
+    data = repo_root / "data" / "sample" / "test.jsonl"
+    args = ["eval", str(trained_tiny), "--data", str(data), "--no-plots", "--out", str(tmp_path / "e"), "--compare"]
+    assert main([*args, f"j={judge}"]) == 2
+    assert "judge.jsonl: no prediction for 299 item(s)" in capsys.readouterr().err
+
+
 def test_a_loss_the_head_cannot_take_is_refused_before_the_data_is_read(trained_run, tmp_path, capsys, monkeypatch):
     """It used to fail at the first step's trace, after the data was read and the run directory written."""
     _, args = trained_run

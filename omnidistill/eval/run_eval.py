@@ -110,6 +110,7 @@ def evaluate_run(
         raise ValueError(f"nothing to evaluate: pass --data or set data.{split} (or data.tfds) in the run config")
     if compare:  # predictions are joined to these items by id: a repeated id would pair the wrong items
         refuse_duplicate_ids([f for f in files if not str(f).startswith("tfds:")], "eval --compare joins prediction files to them")
+    others = {name: load_predictions(path, records) for name, path in (compare or {}).items()}  # read before the scoring
     out_dir.mkdir(parents=True, exist_ok=True)  # before the scoring and the bootstrap: a folder that cannot be made fails now
     encoder = RecordEncoder.from_config(tokenizer, cfg.data)
     start = time.perf_counter()
@@ -169,7 +170,7 @@ def evaluate_run(
         if level_probs is not None:
             report["meta"]["plots"].append(str(write_calibration_plot(report["uncertainty"], out_dir / f"{split}_calibration.png")))
     if compare:
-        judges = {"student": pred, **{name: load_predictions(path, records) for name, path in compare.items()}}
+        judges = {"student": pred, **others}
         comparison = compare_judges(records, judges)
         (out_dir / f"{split}_compare.json").write_text(json.dumps(comparison, indent=2), encoding="utf-8")
         (out_dir / f"{split}_compare.md").write_text(comparison_markdown(comparison), encoding="utf-8")
