@@ -8,7 +8,7 @@ import logging
 import sys
 from collections.abc import Callable
 
-from omnidistill.config import ConfigError
+from omnidistill.config import ConfigError, limits
 
 PACK_HELP = "pack items into rows of N tokens (several per row, same scores; 0: one padded item per row; default: {default})"
 TOKENS_HELP = (
@@ -195,12 +195,14 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def at_least(low: float, kind: type = int) -> Callable[[str], float]:
-    """An argparse ``type``: a number of ``kind`` that is at least ``low`` (``--chunk 0`` scored nothing)."""
+    """An argparse ``type``: a number of ``kind`` within the config's range rule ``>= low``
+    (:func:`omnidistill.config.limits.at_least`; ``--chunk 0`` scored nothing)."""
+    ok, phrase = limits.at_least(low)
 
     def parse(text: str) -> float:
         value = kind(text)  # a ValueError reads "invalid <name> value"
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {text}")
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {phrase}, got {text}")
         return value
 
     parse.__name__ = kind.__name__

@@ -26,7 +26,7 @@ from omnidistill.data.schema import DataError, Record
 from omnidistill.data.sources import RecordStream, refuse_duplicate_ids
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.runs.run_dir import atomic_write_text
-from omnidistill.storage import existing_file
+from omnidistill.storage import existing_file, output_file
 
 log = logging.getLogger(__name__)
 
@@ -115,16 +115,11 @@ def check_same_scorer(output: Path, scorer: Any) -> None:
 def check_paths(inputs: Sequence[str | Path], output: str | Path, resume: bool) -> Path:
     """What ``score`` can check before loading a model: every input exists, the output is not one of
     them and holds nothing unless resuming. Makes the output's folder; returns the output path."""
-    output = Path(output)
-    if output.is_dir():
-        raise ValueError(f"--output {output} is a folder: name the JSONL file to write")
     for name in inputs:
         existing_file(name, DataError)
-        if Path(name).resolve() == output.resolve():
-            raise ValueError(f"--output {output} is one of the inputs: write the scores to another file")
+    output = output_file(output, inputs, "scores")
     if not resume and output.exists() and output.stat().st_size:
         raise FileExistsError(f"{output} exists: pass --resume to continue it, or remove it")
-    output.parent.mkdir(parents=True, exist_ok=True)
     return output
 
 

@@ -1,5 +1,6 @@
 """Input paths that may live in a bucket: data files and configs are read through ``etils.epath``, so a
-``gs://`` (or ``s3://``) URL goes through the same readers as a local path.
+``gs://`` (or ``s3://``) URL goes through the same readers as a local path. Output files (local) are
+checked by :func:`output_file` before a command does its work.
 
 Bucket access needs the filesystem package (``gcsfs`` for ``gs://``: ``pip install 'omnidistill[gcs]'``);
 without it the error names the path and the package instead of failing deep inside a reader.
@@ -8,6 +9,8 @@ without it the error names the path and the package instead of failing deep insi
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from pathlib import Path
 
 from etils import epath
 
@@ -44,3 +47,15 @@ def existing_file(path: str | os.PathLike, error: type[Exception], missing: str 
     if not found:
         raise error(f"{path}: {missing}")
     return input_path(path)
+
+
+def output_file(output: str | os.PathLike, inputs: Sequence[str | os.PathLike], what: str) -> Path:
+    """``output`` checked before any work: not a folder and not one of ``inputs`` (writing ``what`` over
+    it would lose the items); its folder is made. Returns it as a :class:`Path`."""
+    output = Path(output)
+    if output.is_dir():
+        raise ValueError(f"--output {output} is a folder: name the JSONL file to write")
+    if any(Path(name).resolve() == output.resolve() for name in inputs):
+        raise ValueError(f"--output {output} is one of the inputs: write the {what} to another file")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    return output

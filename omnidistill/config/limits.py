@@ -85,4 +85,4 @@ def limit_error(owner: str, field: str, value: Any, limits: dict[tuple[str, str]
     bad = [v for v in (value if isinstance(value, list) else [value]) if not ok(v)]
     if not bad:
         return None
-    return f"must be {phrase}, got {bad[0]!r}" if isinstance(value, list) else f"must be {phrase}, got {value!r}"
+    return f"must be {phrase}, got {bad[0]!r}"  # a scalar's only item is itself

@@ -43,6 +43,7 @@ from omnidistill.label.omniscore_prompts import PROMPTS, omniscore_messages, pro
 from omnidistill.label.parse import JudgeOutputError, parse_judgment, parse_list, parse_nested_judgment, parse_pairwise_choice
 from omnidistill.label.prompts import judge_messages
 from omnidistill.runs.run_dir import atomic_write_text
+from omnidistill.storage import output_file
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +220,7 @@ class Labeler:
 
     def label_file(self, inputs: list[str], output: str | Path) -> dict[str, Any]:
         """Label every record of ``inputs``; writes ``output``, ``output.failed.jsonl`` and ``output.stats.json``."""
-        output = prepare_output(inputs, output)
+        output = output_file(output, inputs, "labels")  # checked before the first request
         records, skipped = read_records(inputs, require_labels=False)
         results = self._run_all(self.label, records, desc="label", unit="item")
         labelled, failed = [], []
@@ -288,7 +289,7 @@ class Labeler:
         models or null on a tie, each model's verdict and feedback), ``output.failed.jsonl`` and
         ``output.stats.json``.
         """
-        output = prepare_output(inputs, output)
+        output = output_file(output, inputs, "labels")  # checked before the first request
         records, skipped = read_records(inputs, require_labels=False)
         groups: dict[str, list[Record]] = {}
         for r in records:
@@ -311,18 +312,6 @@ class Labeler:
         }
         atomic_write_text(output.with_name(output.name + ".stats.json"), json.dumps(stats, indent=2))
         return stats
-
-
-def prepare_output(inputs: list[str], output: str | Path) -> Path:
-    """Check ``output`` before any request: refuse one of the ``inputs`` (the judge's labels would
-    replace the items' own fields), and make its folder (a missing one failed after the labelling)."""
-    output = Path(output)
-    if output.is_dir():
-        raise ValueError(f"--output {output} is a folder: name the JSONL file to write")
-    if any(Path(name).resolve() == output.resolve() for name in inputs):
-        raise ValueError(f"--output {output} is one of the inputs: write the labels to another file")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    return output
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
