@@ -28,14 +28,18 @@ def run(repo_root, tool, *args, tiny: bool = True):
 
 
 @pytest.mark.slow
-def test_bench_train_every_family(repo_root):
+def test_bench_train_every_family(repo_root, tmp_path):
     """Every case's model builds and traces a training step (memory estimates, no compile); one case
     trains for real through the tool (tests/test_families.py trains and exports every family
-    through the CLI)."""
-    rows = run(repo_root, "bench_train.py", "--only", "qwen3", "--batch", "8", "--seq", "64", "--dtype", "float32")
+    through the CLI), with the levers off and its op mix profiled."""
+    args = ("--only", "qwen3", "--batch", "8", "--seq", "64", "--dtype", "float32", "--no-donate", "--feed", "host")
+    rows = run(repo_root, "bench_train.py", *args, "--profile", str(tmp_path))
     trained = [r for r in rows if "model" in r]
     assert [r["model"] for r in trained] == ["qwen3-0.6b"]
     assert all("error" not in r and r["train_tok_s"] > 0 and {"step_ms", "mfu_vs_989", "params_M"} <= set(r) for r in trained)
+    assert trained[0]["donate"] is False and trained[0]["feed"] == "host"
+    mix = trained[0]["op_mix"]
+    assert mix["by_kind_ms"]["matmul"] > 0 and (tmp_path / "qwen3-0.6b" / "step.hlo.txt").is_file()
     cases = [r for r in run(repo_root, "bench_memory.py", "--batch", "8", "--seq", "64") if "model" in r]
     assert all("error" not in r and r["estimate_GB"] > 0 for r in cases)
     assert {r["model"] for r in cases} == {
@@ -213,3 +217,65 @@ def test_bench_score_varlen_token_batches_are_the_scorers(repo_root):
     assert sum(int(b["attention_mask"].sum()) for b in batches) == sum(lengths)
     assert all(b["token_index"].shape == (1, 4096) and b["attention_mask"].sum() <= 4096 for b in batches)
     assert len({b["attention_mask"].shape for b in batches}) == len({b["attention_mask"].shape[1] for b in batches})
+
+
+def test_op_mix_groups_a_real_trace_by_the_work_of_each_op(repo_root, tmp_path):
+    """tools/op_mix.py on a jax.profiler trace of a jitted function: the dot's op is matmul work, the
+    scatter-add's is scatter work, and the per-step total is the traced ops' time over the steps."""
+    sys.path.insert(0, str(repo_root / "tools"))
+    import jax
+    import jax.numpy as jnp
+    from op_mix import hlo_ops, op_events, op_mix, trace_file
+
+    def f(w, x, idx):
+        return jnp.tanh(x @ w).sum(0), jnp.zeros(4096).at[idx].add(x[:, 0])
+
+    args = (jnp.ones((256, 256)), jnp.ones((512, 256)), jnp.arange(512) % 4096)
+    compiled = jax.jit(f).lower(*args).compile()
+    jax.block_until_ready(compiled(*args))
+    with jax.profiler.trace(str(tmp_path)):
+        for _ in range(2):
+            jax.block_until_ready(compiled(*args))
+    import gzip
+    import json
+
+    events = op_events(json.load(gzip.open(trace_file(tmp_path), "rt")))
+    ops = hlo_ops(compiled.as_text())
+    named = {ops[name] for name, _ in events}
+    assert {kind for kind, source in named if "dot_general" in source} == {"matmul"}  # the dot's fusion, named by the dot
+    assert {kind for kind, source in named if "scatter" in source} == {"scatter"}
+    mix = op_mix(events, ops, steps=2)
+    assert mix["device_ms_per_step"] == round(sum(us for _, us in events) / 2 / 1e3, 3)
+    assert {"matmul", "scatter"} <= set(mix["by_kind_ms"])
+
+
+def test_op_mix_reads_custom_calls_and_counts_device_streams_once(repo_root):
+    """A cuDNN attention custom call (a tuple-typed result) is the attention kernel, a cuBLAS gemm is
+    matmul work; on a device trace only the stream lines count, not the derived per-op line."""
+    sys.path.insert(0, str(repo_root / "tools"))
+    from op_mix import hlo_ops, op_events
+
+    hlo = (
+        "HloModule m\n\n"
+        "ENTRY %main (p: bf16[2,8,4,16]) -> bf16[2,8,4,16] {\n"
+        "  %p = bf16[2,8,4,16]{3,2,1,0} parameter(0)\n"
+        '  %custom-call.3 = (bf16[2,8,4,16]{3,2,1,0}, u8[0]{0}) custom-call(%p, %p, %p), custom_call_target="__cudnn$fmhaSoftmax"\n'
+        '  %custom-call.4 = (bf16[16,16]{1,0}, s8[4]{0}) custom-call(%p, %p), custom_call_target="__cublas$lt$matmul"\n'
+        "  ROOT %get-tuple-element = bf16[2,8,4,16]{3,2,1,0} get-tuple-element(%custom-call.3), index=0\n"
+        "}\n"
+    )
+    ops = hlo_ops(hlo)
+    assert ops["custom-call.3"][0] == "attention kernel" and ops["custom-call.4"][0] == "matmul"
+    assert ops["get-tuple-element"][0] == "copy/transpose"
+    meta = lambda tid, name: {"ph": "M", "name": "thread_name", "pid": 1, "tid": tid, "args": {"name": name}}
+    op = lambda tid, dur: {"ph": "X", "pid": 1, "tid": tid, "dur": dur, "name": "k", "args": {"hlo_op": "custom-call.3"}}
+    trace = {
+        "traceEvents": [
+            {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:GPU:0"}},
+            meta(7, "Stream #7(Compute)"),
+            meta(8, "XLA Ops"),
+            op(7, 5.0),
+            op(8, 5.0),
+        ]
+    }
+    assert op_events(trace) == [("custom-call.3", 5.0)]

@@ -6,6 +6,7 @@ AdamW, inference examples/s at B128xS256. Used by ``tools/bench_train.py`` and `
 from __future__ import annotations
 
 import json
+import re
 import time
 from functools import partial
 from pathlib import Path
@@ -16,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from jax._src.ad_checkpoint import saved_residuals  # public only as print_saved_residuals
+from op_mix import trace_op_mix
 
 from omnidistill.config import LossConfig, MeshConfig, ModelConfig, OptimConfig
 from omnidistill.data.pipeline import bucket_length, packed_eval_dataset
@@ -137,12 +139,13 @@ def _train_batch(hf: dict, batch: int, seq: int) -> dict[str, np.ndarray]:
     }
 
 
-def _jit_train_step(graphdef: Any, tx: Any, shardings: Any, mesh: Any) -> Any:
+def _jit_train_step(graphdef: Any, tx: Any, shardings: Any, mesh: Any, donate: bool = True) -> Any:
+    """The training run's step (``train/step.py``), jitted as the run jits it: the state donated."""
     return jax.jit(
         make_train_step(graphdef, tx, loss_cfg=LossConfig(), dropout=False),
         in_shardings=(shardings, batch_sharding(mesh)),
         out_shardings=(shardings, replicated(mesh)),
-        donate_argnums=0,
+        donate_argnums=0 if donate else (),
     )
 
 
@@ -175,7 +178,15 @@ def bench_train(
     attention: str = "auto",
     remat: str = "none",
     tiny: bool = False,
+    donate: bool = True,
+    feed: str = "device",
+    profile: str = "",
 ) -> dict:
+    """Training tokens/s of one case at B``batch`` x S``seq``. Levers: ``donate`` (the state's buffers
+    reused by the step, as training does); ``feed`` ``device`` (one batch kept on the device) or
+    ``host`` (each step's batch sent from host memory, as the training loop sends grain's batches);
+    ``profile``: a folder for a ``jax.profiler`` trace of 3 more steps, whose op mix
+    (``tools/op_mix.py``) joins the result."""
     model, hf = _model(name, tiny, dtype, attention, remat)
     graphdef, state = nnx.split(model, nnx.Param)
     params = state.to_pure_dict()
@@ -183,16 +194,30 @@ def bench_train(
     tx = _optimizer(params)
     train_state = init_state(params, tx, 0, mesh, ())
     shardings = jax.tree.map(lambda x: x.sharding, train_state)
-    data = {k: global_batch_array(v, batch_sharding(mesh)) for k, v in _train_batch(hf, batch, seq).items()}
-    step = _jit_train_step(graphdef, tx, shardings, mesh).lower(train_state, data).compile()
+    host = _train_batch(hf, batch, seq)
+    to_device = lambda: {k: global_batch_array(v, batch_sharding(mesh)) for k, v in host.items()}
+    data = to_device()
+    step = _jit_train_step(graphdef, tx, shardings, mesh, donate).lower(train_state, data).compile()
     for _ in range(3):
         train_state, metrics = step(train_state, data)
     jax.block_until_ready(metrics)
     start = time.perf_counter()
     for _ in range(steps):
-        train_state, metrics = step(train_state, data)
+        train_state, metrics = step(train_state, to_device() if feed == "host" else data)
     jax.block_until_ready(metrics)
     dt = (time.perf_counter() - start) / steps
+    mix = {}
+    if profile:
+        trace_dir = Path(profile) / re.sub(r"[^\w.-]", "_", name)
+        with jax.profiler.trace(str(trace_dir)):
+            for _ in range(3):
+                train_state, metrics = step(train_state, data)
+            jax.block_until_ready(metrics)
+        (trace_dir / "step.hlo.txt").write_text(step.as_text(), encoding="utf-8")
+        try:
+            mix = {"op_mix": trace_op_mix(trace_dir, step.as_text(), steps=3)}
+        except (OSError, ValueError, KeyError) as err:  # the trace itself stays for a viewer
+            mix = {"op_mix": {"error": repr(err)[:300]}}
     total, emb = _param_counts(params)
     n, layers, h = total - emb, hf["num_hidden_layers"], hf["hidden_size"]
     tok_s = batch * seq / dt
@@ -209,9 +234,12 @@ def bench_train(
         train_tok_s=round(tok_s),
         mfu_vs_989=round(tok_s * (6 * n + 12 * layers * h * seq) / PEAK_FLOPS, 3),
         remat=remat,
+        donate=donate,
+        feed=feed,
         peak_GB=device_peak_gb(),
         compiled_peak_GB=compiled_peak_gb(step),
         device=jax.devices()[0].device_kind,
+        **mix,
     )
 
 
@@ -462,6 +490,10 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
     )
     if kind != "score":
         p.add_argument("--remat", default="none", help="comma-separated model.remat policies, one case each: none,full,dots")
+    if kind == "train":
+        p.add_argument("--no-donate", dest="donate", action="store_false", help="do not donate the train state to the step (a lever)")
+        p.add_argument("--feed", default="device", choices=["device", "host"], help="host: each step's batch is sent from host memory")
+        p.add_argument("--profile", default="", metavar="DIR", help="trace 3 more steps into DIR/CASE and add the op mix (tools/op_mix.py)")
     if kind == "memory":
         p.add_argument(
             "--fsdp", default="1", help="comma-separated FSDP mesh sizes, one case each: the train state per device (--batch is per device)"
@@ -498,6 +530,8 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
     print(json.dumps(dict(jax=jax.__version__, device=jax.devices()[0].device_kind, devices=jax.device_count())), flush=True)
     fn = {"train": bench_train, "score": bench_score, "memory": bench_memory}[kind]
     common = dict(batch=args.batch, seq=args.seq, steps=args.steps, dtype=args.dtype, attention=args.attention, tiny=args.tiny)
+    if kind == "train":
+        common.update(donate=args.donate, feed=args.feed, profile=args.profile)
     if getattr(args, "varlen", None):
         lengths = [int(x) for x in Path(args.varlen).read_text(encoding="ascii").split()]
         fn = partial(bench_score_varlen, lengths=lengths, pack_length=args.pack_length, batch_tokens=args.batch_tokens)

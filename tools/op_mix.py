@@ -1,0 +1,219 @@
+"""Where a jitted step's device time goes: the per-HLO-op times of a ``jax.profiler`` trace, grouped by
+the kind of work each op does, which is read from the compiled program's HLO text.
+
+    python tools/bench_train.py --only=deberta --profile prof/     # one op-mix line per case, traces kept
+
+The trace is the ``*.trace.json.gz`` that ``jax.profiler`` writes beside its ``.xplane.pb`` (no
+TensorBoard needed to read it). Each timed event that names an ``hlo_op`` is one op's run: on a GPU
+the kernels on the device's stream lines, on the CPU the runtime's thunks. An op's kind comes from
+its opcode, a fusion's from the ops inside it (a fusion holding a dot is matmul work), a custom
+call's from its target (cuDNN's fused attention, cuBLAS gemms, Pallas/Mosaic kernels).
+"""
+
+from __future__ import annotations
+
+import collections
+import gzip
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+KINDS = ("matmul", "attention kernel", "gather", "scatter", "reduce", "copy/transpose", "elementwise", "other")
+"""The kinds, in the order a report lists them."""
+
+_HEADER = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s")
+_NAME = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
+_CALLED = re.compile(r"(?:calls|to_apply|body|condition|called_computations)=\{?([^}]*?)\}?(?:,\s*[a-z_]+=|$)")
+_TARGET = re.compile(r'custom_call_target="([^"]+)"')
+_SOURCE = re.compile(r'op_name="([^"]+)"')
+_COPY_OPS = {"copy", "transpose", "bitcast", "reshape", "broadcast", "parameter", "constant", "tuple", "get-tuple-element", "slice",
+             "concatenate", "pad", "dynamic-slice", "dynamic-update-slice", "bitcast-convert", "convert"}  # fmt: skip
+
+
+def _opcode(rest: str) -> str:
+    """The opcode of an instruction's right-hand side ``TYPE opcode(operands), attrs``."""
+    if rest.startswith("("):  # a tuple type: skip to its closing parenthesis
+        depth = 0
+        for end, ch in enumerate(rest):
+            depth += (ch == "(") - (ch == ")")
+            if depth == 0:
+                rest = rest[end + 1 :]
+                break
+    else:
+        rest = rest.split(" ", 1)[1] if " " in rest else rest
+    match = re.match(r"\s*([\w\-]+)\(", rest)
+    return match.group(1) if match else "?"
+
+
+def _custom_call_kind(target: str) -> str:
+    t = target.lower()
+    if "fmha" in t or "flash" in t or "splash" in t or "attention" in t:
+        return "attention kernel"
+    if "gemm" in t or "matmul" in t or "cublas" in t:
+        return "matmul"
+    return "other"
+
+
+def _kind_of(opcodes: set[str], targets: set[str]) -> str:
+    """The kind of one op, or of a fusion with these opcodes (and custom-call targets) inside it."""
+    kinds = {_custom_call_kind(t) for t in targets}
+    if "attention kernel" in kinds:
+        return "attention kernel"
+    if opcodes & {"dot", "convolution", "ragged-dot"} or "matmul" in kinds:
+        return "matmul"
+    for opcode, kind in (("scatter", "scatter"), ("gather", "gather"), ("reduce", "reduce"), ("reduce-window", "reduce")):
+        if opcode in opcodes:
+            return kind
+    if opcodes and opcodes <= _COPY_OPS:
+        return "copy/transpose"
+    if opcodes - {"custom-call"}:
+        return "elementwise"
+    return "other"
+
+
+def _parse(hlo_text: str) -> dict[str, list[tuple[str, str, str, list[str], str]]]:
+    """Computation name -> its instructions as (name, opcode, custom-call target, called computations,
+    the JAX op name from the metadata)."""
+    computations: dict[str, list[tuple[str, str, str, list[str], str]]] = {}
+    current: list | None = None
+    for line in hlo_text.splitlines():
+        if line and not line[0].isspace():  # a computation's header or closing brace, or module-level text
+            header = _HEADER.match(line) if line.rstrip().endswith("{") else None
+            current = computations.setdefault(header.group(1), []) if header else None
+            continue
+        named = _NAME.match(line)
+        if current is None or not named:
+            continue
+        name, rest = named.groups()
+        target, source = _TARGET.search(rest), _SOURCE.search(rest)
+        called = [c.strip().lstrip("%") for m in _CALLED.finditer(rest) for c in m.group(1).split(",") if c.strip()]
+        current.append((name, _opcode(rest), target.group(1) if target else "", called, source.group(1) if source else ""))
+    return computations
+
+
+_DEFINING = {"matmul": ("dot", "convolution", "ragged-dot", "custom-call"), "attention kernel": ("custom-call",),
+             "scatter": ("scatter",), "gather": ("gather",), "reduce": ("reduce", "reduce-window")}  # fmt: skip
+"""The opcodes whose JAX op name names a fusion of that kind (a matmul fusion by its dot's einsum)."""
+
+
+def hlo_ops(hlo_text: str) -> dict[str, tuple[str, str]]:
+    """Every instruction's name in a compiled module's HLO text, mapped to (its kind, one of
+    :data:`KINDS`; the JAX op name that made it, from the metadata; for a fusion, that of the op that
+    gives it its kind, else of its root)."""
+    computations = _parse(hlo_text)
+    memo: dict[str, tuple[set[str], set[str], dict[str, str]]] = {}
+
+    def contents(computation: str) -> tuple[set[str], set[str], dict[str, str]]:
+        """Opcodes, custom-call targets and each opcode's first JAX op name, of a computation and
+        everything it calls."""
+        if computation not in memo:
+            memo[computation] = (set(), set(), {})  # a cycle guard
+            opcodes, targets, sources = set(), set(), {}
+            for _, opcode, target, called, source in computations.get(computation, []):
+                opcodes.add(opcode)
+                targets |= {target} if target else set()
+                if source:
+                    sources.setdefault(opcode, source)
+                for c in called:
+                    inner = contents(c)
+                    opcodes |= inner[0]
+                    targets |= inner[1]
+                    sources = {**inner[2], **sources}
+            memo[computation] = (opcodes, targets, sources)
+        return memo[computation]
+
+    ops = {}
+    for instructions in computations.values():
+        for name, opcode, target, called, source in instructions:
+            opcodes, targets, sources = {opcode}, {target} if target else set(), {}
+            if opcode == "fusion":
+                for c in called:
+                    inner = contents(c)
+                    opcodes, targets, sources = opcodes | inner[0], targets | inner[1], {**inner[2], **sources}
+                opcodes.discard("fusion")
+            kind = _kind_of(opcodes, targets)
+            named = [sources[o] for o in _DEFINING.get(kind, ()) if o in sources]
+            ops[name] = (kind, named[0] if named else source)
+    return ops
+
+
+def trace_file(trace_dir: str | Path) -> Path:
+    """The newest ``*.trace.json.gz`` under a ``jax.profiler`` log folder."""
+    found = sorted(Path(trace_dir).glob("plugins/profile/*/*.trace.json.gz"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise FileNotFoundError(f"{trace_dir}: no plugins/profile/*/*.trace.json.gz (was the trace written by jax.profiler?)")
+    return found[-1]
+
+
+def op_events(trace: dict) -> list[tuple[str, float]]:
+    """(hlo op, microseconds) of every op run in a Chrome-format trace. Where the trace has device
+    lines (a GPU or TPU), only their stream lines count, so that derived summary lines are not
+    counted twice; on the CPU, the runtime's events that name an op."""
+    events = trace.get("traceEvents", [])
+    processes = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    devices = {pid for pid, name in processes.items() if name.startswith("/device:")}
+    streams = {key for key, name in threads.items() if key[0] in devices and name.lower().startswith("stream")}
+
+    def counted(e: dict) -> bool:
+        if devices:
+            key = (e["pid"], e["tid"])
+            return key in streams if streams else e["pid"] in devices
+        return True
+
+    return [(_op_name(e), float(e.get("dur", 0.0))) for e in events if e.get("ph") == "X" and "hlo_op" in e.get("args", {}) and counted(e)]
+
+
+def _op_name(event: dict) -> str:
+    """The op an event ran. Inside an XLA command buffer (a CUDA graph), every kernel names the buffer
+    as its ``hlo_op``; its own name is then the op's (an XLA fusion's kernel is named after it) or a
+    library kernel's (cuBLAS, cuDNN)."""
+    op = event["args"]["hlo_op"]
+    return event["name"] if op.startswith("command_buffer") else op
+
+
+def _library_kernel_kind(kernel: str) -> str:
+    """The kind of a library kernel by its name: cuDNN's attention kernels, cuBLAS/CUTLASS gemms."""
+    k = kernel.lower()
+    if "sdpa" in k or "fmha" in k or "flash" in k or "cudnn::fusion" in k:
+        return "attention kernel"
+    if "gemm" in k or "nvjet" in k or "xmma" in k or "cutlass" in k:
+        return "matmul"
+    return "other"
+
+
+def _lookup(ops: dict[str, tuple[str, str]], op: str) -> tuple[str, str]:
+    """(kind, JAX op name) of an op of the trace: by its HLO name, by the kernel name XLA derives from
+    it (``loop_add_fusion.3`` runs as ``loop_add_fusion_3``), else as a library kernel."""
+    if op in ops:
+        return ops[op]
+    dotted = re.sub(r"_(\d+)$", r".\1", op)
+    if dotted in ops:
+        return ops[dotted]
+    return _library_kernel_kind(op), ""
+
+
+def op_mix(events: Iterable[tuple[str, float]], ops: dict[str, tuple[str, str]], steps: int, top: int = 12) -> dict:
+    """Per-step device time by kind (ms and share) and the ``top`` slowest ops with their kind and JAX
+    op name, from :func:`op_events` over ``steps`` steps and :func:`hlo_ops`."""
+    by_kind: collections.Counter[str] = collections.Counter()
+    by_op: collections.Counter[str] = collections.Counter()
+    for op, us in events:
+        by_kind[_lookup(ops, op)[0]] += us
+        by_op[op] += us
+    total = sum(by_kind.values())
+    ms = lambda us: round(us / steps / 1e3, 3)
+    return {
+        "device_ms_per_step": ms(total),
+        "by_kind_ms": {k: ms(by_kind[k]) for k in KINDS if by_kind[k]},
+        "by_kind_share": {k: round(by_kind[k] / total, 3) for k in KINDS if by_kind[k]} if total else {},
+        "top_ops": [[op[:80], *_lookup(ops, op), ms(us)] for op, us in by_op.most_common(top)],
+    }
+
+
+def trace_op_mix(trace_dir: str | Path, hlo_text: str, steps: int, top: int = 12) -> dict:
+    """:func:`op_mix` of the newest trace under ``trace_dir``, for the program whose HLO text is given."""
+    with gzip.open(trace_file(trace_dir), "rt", encoding="utf-8") as fh:
+        trace = json.load(fh)
+    return op_mix(op_events(trace), hlo_ops(hlo_text), steps, top)
