@@ -7,34 +7,48 @@ import contextvars
 import dataclasses
 import functools
 import logging
+import math
 from collections.abc import Callable, Iterator
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from omnidistill.models.unpadding import TokenLayout
 
 
+def _normal_cdf(xf: jax.Array) -> jax.Array:
+    return 0.5 * (1.0 + jax.lax.erf(xf * np.float32(1 / math.sqrt(2))))
+
+
 @jax.custom_vjp
 def gelu_exact(x: jax.Array) -> jax.Array:
-    """Exact (erf) GELU whose backward pass keeps only its input.
+    """Exact (erf) GELU, ``x Phi(x)``, as PyTorch computes it (``torch.nn.functional.gelu``): in
+    float32 with ``erf``, rounded once to the input dtype. Its backward pass keeps only its input.
 
-    Differentiating ``jax.nn.gelu(approximate=False)`` keeps four [B, S, intermediate] tensors per
-    layer for the backward pass; this keeps one and recomputes the derivative
-    ``Phi(x) + x phi(x)``, in float32 whatever the input dtype. Values are ``jax.nn.gelu``'s.
+    ``jax.nn.gelu(approximate=False)`` computes ``erfc`` of an argument rounded to the input dtype
+    (in bf16, one bf16 unit off PyTorch's value for 4 inputs in 10), and XLA evaluates ``erfc`` with
+    two polynomial branches, an ``exp`` and two divisions per element: on an H200 that was mBERT's
+    largest elementwise kernel (``docs/benchmarks.md``). Differentiating it also keeps four
+    [B, S, intermediate] tensors per layer for the backward pass; this keeps one and recomputes the
+    derivative ``Phi(x) + x phi(x)`` in float32 whatever the input dtype.
     """
-    return jax.nn.gelu(x, approximate=False)
+    return _gelu(x)
+
+
+def _gelu(x: jax.Array) -> jax.Array:
+    xf = x.astype(jnp.float32)
+    return (xf * _normal_cdf(xf)).astype(x.dtype)
 
 
 def _gelu_exact_fwd(x: jax.Array) -> tuple[jax.Array, jax.Array]:
-    return jax.nn.gelu(x, approximate=False), x
+    return _gelu(x), x
 
 
 def _gelu_exact_bwd(x: jax.Array, g: jax.Array) -> tuple[jax.Array]:
     xf = x.astype(jnp.float32)
-    cdf = 0.5 * (1.0 + jax.lax.erf(xf / jnp.sqrt(2.0).astype(jnp.float32)))
-    pdf = jnp.exp(-0.5 * xf * xf) / jnp.sqrt(2.0 * jnp.pi).astype(jnp.float32)
-    return ((g.astype(jnp.float32) * (cdf + xf * pdf)).astype(x.dtype),)
+    pdf = jnp.exp(-0.5 * xf * xf) * np.float32(1 / math.sqrt(2 * math.pi))
+    return ((g.astype(jnp.float32) * (_normal_cdf(xf) + xf * pdf)).astype(x.dtype),)
 
 
 gelu_exact.defvjp(_gelu_exact_fwd, _gelu_exact_bwd)
