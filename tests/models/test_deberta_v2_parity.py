@@ -92,3 +92,40 @@ def test_rows_beyond_the_absolute_position_table_are_refused_as_pytorch_refuses_
     hf = transformers.AutoModel.from_pretrained(folder).eval()
     with pytest.raises((IndexError, RuntimeError)), torch.no_grad():  # the position ids outrun the table
         hf(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask).long())
+
+
+@pytest.mark.parametrize("seq", [1, 3, 40, 96])
+def test_banded_position_scores_equal_a_gather_of_every_pair(seq):
+    """c2p + p2c from blocks of query_block(seq) rows (band_rows + skew) equal, with their gradients,
+    the scores gathered pair by pair from row(i - j) as Hugging Face defines them, and one block of
+    all rows (QUERY_BLOCK = 0); 3 rows fall back to one block, 40 use blocks of 8, 96 of 32."""
+    import jax
+    import jax.numpy as jnp
+
+    from omnidistill.models.deberta_v2 import modeling
+
+    cfg = DebertaV2Config.from_hf({**V3, "model_type": "deberta-v2", "max_relative_positions": 24, "position_buckets": 8})
+    columns = modeling.relative_columns(seq, cfg)
+    rows = columns[np.arange(seq)[:, None] - np.arange(seq)[None, :] + seq - 1]  # [i, j]: row(i - j)
+    rng = np.random.default_rng(seq)
+    q, k = (jnp.asarray(rng.standard_normal((2, seq, 3, 4)), jnp.float32) for _ in range(2))
+    pk, pq = (jnp.asarray(rng.standard_normal((2 * cfg.relative_span, 3, 4)), jnp.float32) for _ in range(2))
+    weights = jnp.asarray(rng.standard_normal((2, 3, seq, seq)), jnp.float32)
+
+    def gathered(q, k, pk, pq):
+        return jnp.einsum("bind,ijnd->bnij", q, pk[rows]) + jnp.einsum("bjnd,ijnd->bnij", k, pq[rows])
+
+    def banded(q, k, pk, pq):
+        return modeling.DisentangledAttention.position_bias(q, k, pk, pq, columns)
+
+    loss = lambda fn: jax.grad(lambda *a: jnp.sum(fn(*a) * weights), argnums=(0, 1, 2, 3))
+    want, want_grads = gathered(q, k, pk, pq), loss(gathered)(q, k, pk, pq)
+    assert modeling.query_block(seq) == {1: 1, 3: 3, 40: 8, 96: 32}[seq]
+    for block in (modeling.QUERY_BLOCK, 0):
+        modeling_block, modeling.QUERY_BLOCK = modeling.QUERY_BLOCK, block
+        try:
+            np.testing.assert_allclose(np.asarray(banded(q, k, pk, pq)), np.asarray(want), atol=1e-5)
+            for got, ref in zip(loss(banded)(q, k, pk, pq), want_grads, strict=True):
+                np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-5, atol=1e-4)
+        finally:
+            modeling.QUERY_BLOCK = modeling_block
