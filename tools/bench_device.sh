@@ -33,7 +33,8 @@ if want fixed; then
   python3 .whl/peer_bench_torch.py --compile $only | tee "$out/peer_compile.jsonl"
 fi
 if want ours; then
-  python3 tools/bench_train.py $only | tee "$out/ours_train.jsonl"
+  python3 tools/bench_train.py $only --profile /tmp/bench-prof | tee "$out/ours_train.jsonl"  # with each case's op mix
+  tar czf "$out/train_traces.tgz" -C /tmp bench-prof  # the traces and HLO behind the op mix (tools/op_mix.py)
   python3 tools/bench_score.py $only | tee "$out/ours_score.jsonl"
 fi
 if want large; then
