@@ -118,6 +118,7 @@ def _csv_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
     except UnicodeDecodeError as err:
         raise DataError(f"{path}: not valid UTF-8 ({err.reason} at byte {err.start})") from None
     reader = csv.DictReader(io.StringIO(text, newline=""))  # csv sees the real line breaks (quoted ones included)
+    _check_csv_header(path, reader.fieldnames or [])
     for row in reader:
         where = f"{path}:{reader.line_num}"
         extra, short = row.get(None), [k for k, v in row.items() if v is None]  # csv's marks of a ragged row
@@ -138,6 +139,20 @@ def _csv_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
             if labels:
                 obj["labels"] = labels
             yield where, obj
+
+
+def _check_csv_header(path: epath.Path, columns: list[str]) -> None:
+    """Refuse a header that would lose or misplace values silently: a column named twice (``csv``
+    keeps the last column's value under that name), or one column holding another delimiter's
+    names (a semicolon- or tab-separated file, which would be read as one field per row)."""
+    seen: set[str] = set()
+    for column in columns:
+        if column in seen:
+            raise DataError(f"{path}:1: column {column!r} appears twice in the header; each column can be read only once")
+        seen.add(column)
+    if len(columns) == 1 and (found := next((d for d in (";", "\t", "|") if d in columns[0]), None)):
+        one = columns[0][:60]
+        raise DataError(f"{path}:1: the header is one column, {one!r}: CSV is read comma-separated; this looks {found!r}-separated")
 
 
 def iter_objects(path: str | Path) -> Iterator[tuple[str, Any]]:

@@ -106,3 +106,23 @@ def test_truncation_is_counted_exactly_and_from_a_sample():
 
     counts = input_counts(encoder, records, encoder.encode_inputs(records[:4]), {"train": 0, "dev": 0}, seed=0)
     assert counts["truncated"] == {"train": 3, "dev": 2}
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        ("id,candidate,question,candidate", r"h\.csv:1: column 'candidate' appears twice"),
+        ("id;candidate;question", r"h\.csv:1: the header is one column, 'id;candidate;question'.*looks ';'-separated"),
+        ("id\tcandidate", r"h\.csv:1: .*'\\t'-separated"),
+    ],
+)
+def test_a_csv_header_that_would_misread_every_row_is_refused(tmp_path, header, message):
+    """A column named twice kept the last column's value under that name, silently (a candidate scored
+    on another text); a semicolon-separated file read as one field per row."""
+    path = tmp_path / "h.csv"
+    delimiter = ";" if ";" in header else "\t" if "\t" in header else ","
+    path.write_text(
+        header + "\n" + delimiter.join(["1", "first", "Where?", "second"][: header.count(delimiter) + 1]) + "\n", encoding="utf-8"
+    )
+    with pytest.raises(DataError, match=message):
+        read_records([str(path)], require_labels=False, skip_invalid=True)
