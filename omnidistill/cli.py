@@ -241,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--split", default="test", choices=["train", "dev", "test"], help="config split to evaluate and name of the report (default: test)"
     )
-    p.add_argument("--data", nargs="+", metavar="FILE", help="JSONL/Parquet files to evaluate instead of the config's split")
+    p.add_argument("--data", nargs="+", metavar="FILE", help="JSONL, CSV or Parquet files to evaluate instead of the config's split")
     p.add_argument("--out", help="report directory (default: RUN_DIR/eval)")
     p.add_argument(
         "--checkpoint", default="best", choices=["best", "latest"], help="which checkpoint to evaluate (default: best by dev MAE)"
