@@ -26,10 +26,24 @@ class LoadedModel:
     """The family pooler's weights came from ``init_from`` (BERT's ``pooler.dense``), not random init."""
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "*.model")
+"""Files of which a tokenizer folder has at least one (fast, WordPiece, byte-level BPE, SentencePiece)."""
+
+
 def load_tokenizer(name_or_path: str) -> Any:
+    """The tokenizer of a local folder or Hub id. A folder with none of :data:`TOKENIZER_FILES` (model
+    weights copied without their tokenizer, say) is refused by name, rather than with transformers'
+    error about converting a slow tokenizer."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(resolve_hf_dir(name_or_path)))
+    folder = resolve_hf_dir(name_or_path)
+    if not any(any(folder.glob(pattern)) for pattern in TOKENIZER_FILES):
+        held = sorted(p.name for p in folder.iterdir())
+        raise FileNotFoundError(
+            f"{folder}: no tokenizer files ({', '.join(TOKENIZER_FILES)}); it holds {held[:8] or 'nothing'}: "
+            "copy the tokenizer the model was trained with into it, or name a tokenizer folder (model.tokenizer)"
+        )
+    return AutoTokenizer.from_pretrained(str(folder))
 
 
 def load_model(model_cfg: ModelConfig, *, compute_dtype: str = "float32", seed: int = 0, shapes_only: bool = False) -> LoadedModel:

@@ -100,3 +100,24 @@ def test_a_name_that_is_neither_a_folder_nor_on_the_hub_says_where_it_was_looked
         resolve_hf_dir("assets/tiny-wordpiece")
     assert main(["train", str(repo_root / "configs" / "tiny.yaml"), f"train.output_dir={tmp_path / 'run'}"]) == 2
     assert not (tmp_path / "run").exists()
+
+
+def test_a_model_folder_without_tokenizer_files_is_refused_by_name(tmp_path, tiny_tokenizer_dir):
+    """Weights copied without their tokenizer: import and score failed with transformers' advice to
+    install sentencepiece or tiktoken to convert a slow tokenizer."""
+    import shutil
+
+    from omnidistill.cli import main
+    from omnidistill.models.loader import load_tokenizer
+
+    folder = tmp_path / "weights"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "bert"}')
+    with pytest.raises(FileNotFoundError, match=r"weights: no tokenizer files \(tokenizer\.json, .*\); it holds \['config\.json'\]"):
+        load_tokenizer(str(folder))
+    assert main(["import", str(folder), str(tmp_path / "run")]) == 2 and not (tmp_path / "run").exists()
+    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello"]) + "\n")
+    assert load_tokenizer(str(folder))("hello")["input_ids"] == [2, 5, 3]  # a WordPiece vocabulary is a tokenizer
+    only = tmp_path / "fast"
+    shutil.copytree(tiny_tokenizer_dir, only)
+    assert len(load_tokenizer(str(only))) > 0
