@@ -89,7 +89,15 @@ def sweep_configs(path: str | Path, spec: dict[str, Any], common: list[str], out
     """Each run's config (the base config, ``common`` overrides, the run's own, its output directory);
     an error names the sweep file, the run's line and the run."""
     configs = {}
+    owned = f"train.output_dir is the sweep's: each run trains into {out}/<run name> (set the sweep file's output_dir instead)"
+    sets_dir = lambda overrides: any(str(o).startswith("train.output_dir=") for o in overrides)
+    if sets_dir(spec.get("overrides", [])):
+        raise ConfigError(f"{path}:{spec['lines'].get('overrides', 1)}: overrides: {owned}")
+    if sets_dir(common):
+        raise ConfigError(f"{path}: an override on the command line: {owned}")
     for name, overrides in spec["runs"].items():
+        if sets_dir(overrides):
+            raise run_error(path, spec, name, ConfigError(owned))
         try:
             configs[name] = load_config(spec["base"], [*common, *overrides, f"train.output_dir={out / name}"])
         except (ConfigError, ValueError) as err:

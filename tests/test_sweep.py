@@ -117,4 +117,11 @@ def test_every_run_is_checked_before_the_first_trains(tmp_path, repo_root, capsy
     path.write_text("\n".join([*lines, "  bad_override: [optim.lrr=1]"]) + "\n")
     assert main(["sweep", str(path), "--output-dir", str(out)]) == 2
     assert f"{path}:4: runs.bad_override: " in capsys.readouterr().err
-    assert not out.exists()  # nothing trained
+    # a run's own output directory was ignored silently (it trained into OUT/<name> all the same)
+    path.write_text("\n".join([*lines, f"  elsewhere: [train.output_dir={tmp_path / 'mine'}]"]) + "\n")
+    assert main(["sweep", str(path), "--output-dir", str(out)]) == 2
+    assert f"{path}:4: runs.elsewhere: train.output_dir is the sweep's: each run trains into {out}/<run name>" in capsys.readouterr().err
+    path.write_text("\n".join([*lines[:1], "overrides: [train.output_dir=x]", *lines[1:]]) + "\n")
+    assert main(["sweep", str(path), "--output-dir", str(out)]) == 2
+    assert f"{path}:2: overrides: train.output_dir is the sweep's" in capsys.readouterr().err
+    assert not out.exists() and not (tmp_path / "mine").exists()  # nothing trained
