@@ -219,6 +219,19 @@ def test_a_loss_the_head_cannot_take_is_refused_before_the_data_is_read(trained_
     assert not fresh.exists()
 
 
+def test_resume_into_a_folder_without_checkpoints_says_it_starts_at_step_0(trained_run, tmp_path, monkeypatch, caplog):
+    """A mistyped train.output_dir with --resume trained from scratch without a word."""
+    _, args = trained_run
+
+    class Stop(Exception):
+        pass
+
+    monkeypatch.setattr("omnidistill.train.setup.training_records", lambda *a, **k: (_ for _ in ()).throw(Stop()))
+    with caplog.at_level("WARNING", logger="omnidistill.train.setup"), pytest.raises(Stop):
+        main([*args, f"train.output_dir={tmp_path / 'typo'}", "--resume"])
+    assert f"--resume: {tmp_path / 'typo'} has no checkpoint yet (no such folder); training starts at step 0" in caplog.text
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [

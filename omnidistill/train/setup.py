@@ -334,6 +334,9 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     resuming = bool(saved_steps(run_dir))
     if resuming and not resume:
         raise TrainError(f"{run_dir} already has checkpoints: pass --resume to continue, or set train.output_dir to a new directory")
+    if resume and not resuming:  # a requeued job before its first checkpoint, or a mistyped train.output_dir
+        log.warning("--resume: %s has no checkpoint yet (%s); training starts at step 0", run_dir,
+                    "the folder exists" if run_dir.is_dir() else "no such folder")  # fmt: skip
     loaded, encoder = checked_model(cfg, shapes_only=resuming)
     if not cfg.data.train and cfg.data.tfds is None:
         raise TrainError("data.train names no file (or set data.tfds)")
