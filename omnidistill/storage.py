@@ -45,7 +45,8 @@ def existing_file(path: str | os.PathLike, error: type[Exception], missing: str 
     except StorageError as err:
         raise error(str(err)) from None
     if not found:
-        raise error(f"{path}: {missing}")
+        folder = input_path(path).is_dir()  # a folder where a file was meant: say so, not "not found"
+        raise error(f"{path}: a folder, not a file (name the files in it)" if folder else f"{path}: {missing}")
     return input_path(path)
 
 

@@ -82,3 +82,14 @@ def test_a_bucket_without_its_filesystem_package_names_the_package():
         read_records("gs://b/train.jsonl")
     with pytest.raises(ConfigError, match=r"gs://b/c\.yaml: reading gs:// paths needs gcsfs"):
         load_config("gs://b/c.yaml")
+
+
+def test_a_folder_given_as_a_file_is_called_a_folder(tmp_path, sample_dir):
+    """``score --input data/sample`` said ``data/sample: file not found``."""
+    from omnidistill.cli import main
+
+    with pytest.raises(DataError, match=rf"{sample_dir}: a folder, not a file \(name the files in it\)"):
+        read_records(str(sample_dir))
+    with pytest.raises(DataError, match=r"nothing\.jsonl: file not found"):
+        read_records(str(tmp_path / "nothing.jsonl"))
+    assert main(["score", "--model", str(tmp_path), "--input", str(sample_dir), "--output", str(tmp_path / "o.jsonl")]) == 2
