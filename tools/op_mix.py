@@ -46,18 +46,20 @@ def _opcode(rest: str) -> str:
     return match.group(1) if match else "?"
 
 
-def _custom_call_kind(target: str) -> str:
-    t = target.lower()
-    if "fmha" in t or "flash" in t or "splash" in t or "attention" in t:
+def _named_kind(name: str) -> str:
+    """The kind of a custom call by its target, or of a library kernel by its name: cuDNN's attention
+    (``__cudnn$fmha…``, ``…sdpa…flash…``), Pallas attention, cuBLAS/CUTLASS gemms (``nvjet…``)."""
+    n = name.lower()
+    if any(k in n for k in ("fmha", "flash", "splash", "attention", "sdpa", "cudnn::fusion")):
         return "attention kernel"
-    if "gemm" in t or "matmul" in t or "cublas" in t:
+    if any(k in n for k in ("gemm", "matmul", "cublas", "nvjet", "xmma", "cutlass")):
         return "matmul"
     return "other"
 
 
 def _kind_of(opcodes: set[str], targets: set[str]) -> str:
     """The kind of one op, or of a fusion with these opcodes (and custom-call targets) inside it."""
-    kinds = {_custom_call_kind(t) for t in targets}
+    kinds = {_named_kind(t) for t in targets}
     if "attention kernel" in kinds:
         return "attention kernel"
     if opcodes & {"dot", "convolution", "ragged-dot"} or "matmul" in kinds:
@@ -173,16 +175,6 @@ def _op_name(event: dict) -> str:
     return event["name"] if op.startswith("command_buffer") else op
 
 
-def _library_kernel_kind(kernel: str) -> str:
-    """The kind of a library kernel by its name: cuDNN's attention kernels, cuBLAS/CUTLASS gemms."""
-    k = kernel.lower()
-    if "sdpa" in k or "fmha" in k or "flash" in k or "cudnn::fusion" in k:
-        return "attention kernel"
-    if "gemm" in k or "nvjet" in k or "xmma" in k or "cutlass" in k:
-        return "matmul"
-    return "other"
-
-
 def _lookup(ops: dict[str, tuple[str, str]], op: str) -> tuple[str, str]:
     """(kind, JAX op name) of an op of the trace: by its HLO name, by the kernel name XLA derives from
     it (``loop_add_fusion.3`` runs as ``loop_add_fusion_3``), else as a library kernel."""
@@ -191,7 +183,7 @@ def _lookup(ops: dict[str, tuple[str, str]], op: str) -> tuple[str, str]:
     dotted = re.sub(r"_(\d+)$", r".\1", op)
     if dotted in ops:
         return ops[dotted]
-    return _library_kernel_kind(op), ""
+    return _named_kind(op), ""
 
 
 def op_mix(events: Iterable[tuple[str, float]], ops: dict[str, tuple[str, str]], steps: int, top: int = 12) -> dict:
