@@ -164,8 +164,11 @@ def restore_params(ckpt_dir: str | Path, params_like: Any, *, step: int | None =
     if step is None:  # read without creating the folder: a run without checkpoints stays as it is
         steps = sorted(ocp.utils.checkpoint_steps(ckpt_dir)) if ckpt_dir.is_dir() else []
         if not steps:
-            when = "at the first dev evaluation; --checkpoint latest reads the last train state"
-            when = when if is_best else "every checkpoint.every_steps, or after each dev evaluation"
+            when = (
+                "at the first dev evaluation; --checkpoint latest reads the last train state"
+                if is_best
+                else "every checkpoint.every_steps, or after each dev evaluation"
+            )
             raise FileNotFoundError(f"{ckpt_dir}: no checkpoint yet (written {when})")
         step = steps[-1]
     if is_best:
