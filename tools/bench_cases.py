@@ -213,9 +213,10 @@ def bench_train(
             for _ in range(3):
                 train_state, metrics = step(train_state, data)
             jax.block_until_ready(metrics)
-        (trace_dir / "step.hlo.txt").write_text(step.as_text(), encoding="utf-8")
+        hlo = step.as_text()
+        (trace_dir / "step.hlo.txt").write_text(hlo, encoding="utf-8")
         try:
-            mix = {"op_mix": trace_op_mix(trace_dir, step.as_text(), steps=3)}
+            mix = {"op_mix": trace_op_mix(trace_dir, hlo, steps=3)}
         except (OSError, ValueError, KeyError) as err:  # the trace itself stays for a viewer
             mix = {"op_mix": {"error": repr(err)[:300]}}
     total, emb = _param_counts(params)
