@@ -64,7 +64,7 @@ def relative_columns(seq: int, cfg: DebertaV2Config) -> np.ndarray:
 
 
 QUERY_BLOCK = 32
-"""Rows per block of the banded position scores (:func:`band_windows`); 0: one block of all rows."""
+"""Rows per block of the banded position scores (:func:`band_rows`); 0: one block of all rows."""
 
 
 def query_block(seq: int) -> int:
@@ -76,22 +76,21 @@ def query_block(seq: int) -> int:
     return block if block >= 2 else seq
 
 
-def band_windows(rows: jax.Array, block: int) -> jax.Array:
-    """[2 S - 1, ...] -> [S / T, S + T - 1, ...]: window g is ``rows[S - T - g T : 2 S - 1 - g T]``,
-    a static slice, for T = ``block``. With ``rows`` the relative embedding of each distance
-    c - (S - 1) at c (gathered at :func:`relative_columns`), window g holds the distances
+def band_rows(columns: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """The relative-embedding rows each block of ``block`` positions needs, [S / block, S + block - 1]
+    each, from ``columns`` = :func:`relative_columns` (row of distance ``c - (S - 1)`` at ``c``):
 
-    - p2c, key block g (keys j = g T + a): c - (T - 1) - g T at column c;
-    - c2p, query block g (queries i = g T + a), from ``rows`` reversed: g T + T - 1 - c at column c;
+    - c2p, query block g (queries i = g T + a): column c holds distance g T + T - 1 - c, so that
+      :func:`skew` puts distance i - j at key j;
+    - p2c, key block g (keys j = g T + a): column c holds distance c - (T - 1) - g T, so that
+      :func:`skew` puts distance i - j at query i.
 
-    so that :func:`skew` puts distance i - j at query i (p2c) or key j (c2p). A block sees only the
-    S + T - 1 distances its rows reach, not all 2 S - 1: with T = 32 and S = 512 the scores before
-    the skew are 0.53x as large, and so is the matmul that makes them. The windows are slices of one
-    gather of 2 S - 1 rows, so the backward pass scatters 2 S - 1 rows into the table, not
-    S / T (S + T - 1) (8.5x as many at S = 512)."""
-    seq = (rows.shape[0] + 1) // 2
-    starts = range(seq - block, -1, -block)
-    return jnp.stack([rows[start : start + seq + block - 1] for start in starts])
+    A block sees only the S + T - 1 distances its rows reach, not all 2 S - 1: with T = 32 and
+    S = 512 the scores before the skew are 0.53x as large, and so is the matmul that makes them."""
+    seq = (len(columns) + 1) // 2
+    start = np.arange(seq // block)[:, None] * block
+    c = np.arange(seq + block - 1)[None, :]
+    return columns[start + block + seq - 2 - c], columns[seq - block - start + c]
 
 
 def skew(scores: jax.Array) -> jax.Array:
@@ -163,20 +162,20 @@ class DisentangledAttention(nnx.Module):
         p2c[i, j] = k_j . pq[row(i - j)], ``columns`` = :func:`relative_columns`.
 
         Each term is one matmul per block of :func:`query_block` positions against the rows of the
-        distances that block reaches (:func:`band_windows`), then :func:`skew`. Hugging Face gathers
+        distances that block reaches (:func:`band_rows`), then :func:`skew`. Hugging Face gathers
         from a [B, N, S, 2 span] product instead, and the backward pass of that gather is a
         scatter-add over the whole [B, N, S, S] array, which dominated the step; one block of all S
         rows (2 S - 1 distances) made scores twice as wide as the output."""
         b, s = q.shape[:2]
         t = query_block(s)
-        distances = lambda table: table[columns]  # [2 S - 1, N, D]
+        c2p_rows, p2c_rows = band_rows(columns, t)
         blocks = lambda x: x.reshape(b, s // t, t, *x.shape[2:])
         square = lambda x: x.reshape(*x.shape[:2], s, s)  # [B, N, S / T, T, S] -> [B, N, S, S]
         bias = 0.0
         if pk is not None:
-            bias = bias + square(skew(jnp.einsum("bgqnd,grnd->bngqr", blocks(q), band_windows(distances(pk)[::-1], t))))
+            bias = bias + square(skew(jnp.einsum("bgqnd,grnd->bngqr", blocks(q), pk[c2p_rows])))
         if pq is not None:  # rows are keys here; then transposed
-            bias = bias + jnp.swapaxes(square(skew(jnp.einsum("bgknd,grnd->bngkr", blocks(k), band_windows(distances(pq), t)))), -1, -2)
+            bias = bias + jnp.swapaxes(square(skew(jnp.einsum("bgknd,grnd->bngkr", blocks(k), pq[p2c_rows]))), -1, -2)
         return bias
 
     def __call__(self, x, mask, rel_emb, columns, rng, rows: int | None = None):
