@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from omnidistill.config import ModelConfig
 from omnidistill.models.hf_io import absent_hf_keys, load_hf_weights, read_hf_config, read_hf_tensor_shapes, read_hf_tensors, resolve_hf_dir
+from omnidistill.models.published import OMNISCORE_MODEL_TYPE
 from omnidistill.models.registry import get_family
 from omnidistill.models.regressor import Regressor, abstract_regressor, build_regressor
 
@@ -43,7 +44,21 @@ def load_tokenizer(name_or_path: str) -> Any:
             f"{folder}: no tokenizer files ({', '.join(TOKENIZER_FILES)}); it holds {held[:8] or 'nothing'}: "
             "copy the tokenizer the model was trained with into it, or name a tokenizer folder (model.tokenizer)"
         )
-    return AutoTokenizer.from_pretrained(str(folder))
+    quiet = logging.getLogger("transformers.configuration_utils")
+    quiet.addFilter(_unknown_omniscore_type)
+    try:
+        return AutoTokenizer.from_pretrained(str(folder))
+    finally:
+        quiet.removeFilter(_unknown_omniscore_type)
+
+
+def _unknown_omniscore_type(record: logging.LogRecord) -> bool:
+    """False for transformers' warning that a model of type ``omniscore`` builds a bare config. The
+    tokenizer of a folder in the ``omniscore`` package's format is loaded from that bare config, as
+    the package itself loads it (passing a config built from the backbone gave other token ids for
+    Qwen2); without the package imported the type is unknown to transformers,
+    and the warning, printed on every ``score`` of an exported folder, points at nothing wrong."""
+    return f"model of type `{OMNISCORE_MODEL_TYPE}` to instantiate" not in record.getMessage()
 
 
 def load_model(model_cfg: ModelConfig, *, compute_dtype: str = "float32", seed: int = 0, shapes_only: bool = False) -> LoadedModel:
