@@ -167,21 +167,24 @@ def score_file(
         from tqdm import tqdm
 
         bar = tqdm(desc="score", unit="item", initial=kept, dynamic_ncols=True)
-    with output.open("a" if resuming else "w", encoding="utf-8") as f:
-        for batch in _chunks(records, chunk):
-            predicted = scorer.predict(batch)
-            truncated += predicted.truncated
-            scores, std = predicted.scores, predicted.uncertainty
-            f.write("".join(score_line(r, s, None if std is None else std[i]) for i, (r, s) in enumerate(zip(batch, scores, strict=True))))
-            f.flush()
-            os.fsync(f.fileno())
-            for r, s in zip(batch, scores, strict=True):
-                means.add(r, s)
-            scored += len(batch)
-            if bar is not None:
-                bar.update(len(batch))
-    if bar is not None:
-        bar.close()
+    try:
+        with output.open("a" if resuming else "w", encoding="utf-8") as f:
+            for batch in _chunks(records, chunk):
+                predicted = scorer.predict(batch)
+                truncated += predicted.truncated
+                scores, std = predicted.scores, predicted.uncertainty
+                lines = (score_line(r, s, None if std is None else std[i]) for i, (r, s) in enumerate(zip(batch, scores, strict=True)))
+                f.write("".join(lines))
+                f.flush()
+                os.fsync(f.fileno())
+                for r, s in zip(batch, scores, strict=True):
+                    means.add(r, s)
+                scored += len(batch)
+                if bar is not None:
+                    bar.update(len(batch))
+    finally:  # an input error then starts its own line, not the bar's
+        if bar is not None:
+            bar.close()
     scorer.warn_truncated(truncated)
     return {
         "items": kept + scored,

@@ -97,10 +97,13 @@ def test_score_cli_jsonl_and_csv(run_and_export, repo_root, tmp_path, capsys):
 
 
 def test_score_cli_malformed_input_names_the_line(run_and_export, tmp_path, capsys):
+    """The error is a line of its own: the progress bar is closed first (it was printed after the bar)."""
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"candidate": "fine"}\n{"candidate": ""}\n')
     assert main(["score", "--model", str(run_and_export[0]), "--input", str(bad), "--output", str(tmp_path / "o.jsonl")]) == 2
-    assert "bad.jsonl:2: missing or empty 'candidate'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "score: 0item" in err  # the bar was shown
+    assert "omnidistill score: error: " + str(bad) + ":2: missing or empty 'candidate'" in err.splitlines()
 
 
 def test_score_cli_checks_its_paths_before_loading_the_model(run_and_export, repo_root, tmp_path, capsys, monkeypatch):
