@@ -133,7 +133,9 @@ def validate_record(obj: Any, where: str, *, require_labels: bool = True) -> Rec
     if unknown:
         raise DataError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
     candidate = obj.get("candidate")
-    if not isinstance(candidate, str) or not candidate.strip():
+    if candidate is not None and not isinstance(candidate, str):
+        raise DataError(f"{where}: candidate must be a string, got {type(candidate).__name__}")
+    if candidate is None or not candidate.strip():
         raise DataError(f"{where}: missing or empty 'candidate'")
     labels: tuple[float | None, ...] = (None,) * len(DIMENSIONS)
     if obj.get("labels") is not None:
