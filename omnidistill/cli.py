@@ -319,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_label)
 
     p = sub.add_parser("tfds-build", help="build the omnidistill_schema TFDS dataset from local train/dev/test files")
-    p.add_argument("--manual-dir", required=True, help="folder with train/dev/test .jsonl or .parquet files")
+    p.add_argument("--manual-dir", required=True, help="folder with train/dev/test .jsonl, .csv or .parquet files")
     p.add_argument("--data-dir", required=True, help="TFDS data directory to write")
     p.set_defaults(func=_tfds_build)
 

@@ -45,7 +45,7 @@ def schema_builder_class():
 
         VERSION = tfds.core.Version("1.1.0")
         RELEASE_NOTES: ClassVar[dict[str, str]] = {"1.1.0": "label_dist: the teacher's distribution over levels 1..5 per dimension"}
-        MANUAL_DOWNLOAD_INSTRUCTIONS = "Put train/dev/test .jsonl or .parquet files in the manual directory."
+        MANUAL_DOWNLOAD_INSTRUCTIONS = "Put train/dev/test .jsonl, .csv or .parquet files in the manual directory."
 
         def _info(self):
             text = tfds.features.Text()
@@ -84,19 +84,24 @@ def schema_builder_class():
     return OmnidistillSchema
 
 
+MANUAL_SUFFIXES = (".jsonl", ".csv", ".parquet")
+"""The files ``tfds-build`` reads per split, as ``read_records`` reads them."""
+
+
 def split_files(manual_dir: str | Path) -> dict[str, Path]:
-    """{split: file} of the ``train``/``dev``/``test`` ``.jsonl`` or ``.parquet`` files in ``manual_dir``;
-    an error names the folder when it holds none, or a split with both kinds of file."""
+    """{split: file} of the ``train``/``dev``/``test`` files (:data:`MANUAL_SUFFIXES`) in ``manual_dir``;
+    an error names the folder when it holds none, or a split with two files."""
     manual = Path(manual_dir)
+    kinds = ", ".join(MANUAL_SUFFIXES[:-1]) + " or " + MANUAL_SUFFIXES[-1]
     if not manual.is_dir():
-        raise DataError(f"{manual}: no such folder (tfds-build reads train/dev/test .jsonl or .parquet files from --manual-dir)")
-    candidates = {split: [manual / f"{split}{ext}" for ext in (".jsonl", ".parquet")] for split in SPLIT_FILES}
+        raise DataError(f"{manual}: no such folder (tfds-build reads train/dev/test {kinds} files from --manual-dir)")
+    candidates = {split: [manual / f"{split}{ext}" for ext in MANUAL_SUFFIXES] for split in SPLIT_FILES}
     found = {split: [path for path in paths if path.is_file()] for split, paths in candidates.items()}
     both = [f"{paths[0]} and {paths[1].name}" for paths in found.values() if len(paths) > 1]
     if both:
         raise DataError(f"{both[0]}: two files for one split; keep the one {SCHEMA_NAME} should hold")
     if not any(found.values()):
-        raise DataError(f"{manual}: no train/dev/test .jsonl or .parquet files")
+        raise DataError(f"{manual}: no train/dev/test {kinds} files")
     return {split: paths[0] for split, paths in found.items() if paths}
 
 

@@ -49,6 +49,26 @@ def test_schema_builder_round_trips_the_sample(schema_dir, sample_dir):
             )  # the teacher's distribution, with its missing dimensions, survives TFDS (float32)
 
 
+def test_schema_builder_reads_a_csv_split(tmp_path):
+    """tfds-build takes a split as CSV (as training reads CSV): texts, ids and labels, a missing
+    dimension still missing; it was refused as a folder with no files."""
+    from omnidistill.data.tfds_source import TfdsRecords
+
+    manual = tmp_path / "manual"
+    manual.mkdir()
+    (manual / "train.csv").write_text(
+        "id,task,lang,source,candidate,informativeness,clarity\n"
+        'a,mt,de,"Guten Tag, Welt",Good day world,4,5\n'
+        "b,mt,de,Hallo,Hello,2,\n"
+    )
+    assert main(["tfds-build", "--manual-dir", str(manual), "--data-dir", str(tmp_path / "tfds")]) == 0
+    got = TfdsRecords(TfdsConfig(name="omnidistill_schema", data_dir=str(tmp_path / "tfds")), "train")
+    want = read_records(manual / "train.csv")[0]
+    fields = lambda r: (r.id, r.source, r.candidate, r.labels)
+    assert sorted(map(fields, got[: len(got)])) == list(map(fields, want))
+    assert want[1].labels == (2.0, None, None, None)
+
+
 @pytest.mark.slow
 def test_train_and_eval_from_tfds(schema_dir, repo_root, tmp_path):
     run = tmp_path / "run"
@@ -129,7 +149,7 @@ def test_tfds_build_names_what_is_wrong_with_its_folder_before_tfds_starts(tmp_p
     (repeated / "dev.jsonl").write_text("\n".join([*lines, lines[2]]) + "\n")
     for manual, message in [
         (tmp_path / "missing", "missing: no such folder"),
-        (tmp_path / "empty", "empty: no train/dev/test .jsonl or .parquet files"),
+        (tmp_path / "empty", "empty: no train/dev/test .jsonl, .csv or .parquet files"),
         (both, "train.jsonl and train.parquet: two files for one split"),
         (repeated, f"repeated/dev.jsonl:{len(lines) + 1} repeats {repeated / 'dev.jsonl'}:3"),
     ]:
