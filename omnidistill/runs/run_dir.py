@@ -60,7 +60,10 @@ def load_run_metadata(run_dir: str | Path) -> tuple[Config, dict[str, Any], Path
     run_dir = Path(run_dir)
     for name in ("config.yaml", "model.json", "tokenizer"):
         if not (run_dir / name).exists():
-            raise FileNotFoundError(f"{run_dir}: not an omnidistill run directory (missing {name})")
+            hint = ""
+            if (run_dir / "config.json").is_file():  # an export, or a checkpoint from the Hub
+                hint = f"; it is a Hugging Face model folder: `omnidistill import {run_dir} RUN_DIR` makes a run of it"
+            raise FileNotFoundError(f"{run_dir}: not an omnidistill run directory (missing {name}){hint}")
     cfg = load_config(run_dir / "config.yaml")
     model = json.loads((run_dir / "model.json").read_text(encoding="utf-8"))
     return cfg, model["hf_config"], run_dir / "tokenizer"
