@@ -182,6 +182,11 @@ def score_file(
                 scored += len(batch)
                 if bar is not None:
                     bar.update(len(batch))
+    except BaseException:
+        if not resuming and not scored:  # an error before the first line: no empty output left behind
+            output.unlink(missing_ok=True)
+            scorer_file(output).unlink(missing_ok=True)
+        raise
     finally:  # an input error then starts its own line, not the bar's
         if bar is not None:
             bar.close()

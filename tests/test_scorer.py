@@ -104,6 +104,15 @@ def test_score_cli_malformed_input_names_the_line(run_and_export, tmp_path, caps
     err = capsys.readouterr().err
     assert "score: 0item" in err  # the bar was shown
     assert "omnidistill score: error: " + str(bad) + ":2: missing or empty 'candidate'" in err.splitlines()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]  # no empty output, no .scorer.json
+    # an error after lines were written keeps them, for --resume once the input is fixed
+    assert (
+        main(["score", "--model", str(run_and_export[0]), "--input", str(bad), "--output", str(tmp_path / "o.jsonl"), "--chunk", "1"]) == 2
+    )
+    assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 1 and (tmp_path / "o.jsonl.scorer.json").is_file()
+    bad.write_text('{"candidate": "fine"}\n{"candidate": "fixed"}\n')
+    assert main(["score", "--model", str(run_and_export[0]), "--input", str(bad), "--output", str(tmp_path / "o.jsonl"), "--resume"]) == 0
+    assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 2
 
 
 def test_score_cli_checks_its_paths_before_loading_the_model(run_and_export, repo_root, tmp_path, capsys, monkeypatch):
