@@ -57,9 +57,7 @@ def test_schema_builder_reads_a_csv_split(tmp_path):
     manual = tmp_path / "manual"
     manual.mkdir()
     (manual / "train.csv").write_text(
-        "id,task,lang,source,candidate,informativeness,clarity\n"
-        'a,mt,de,"Guten Tag, Welt",Good day world,4,5\n'
-        "b,mt,de,Hallo,Hello,2,\n"
+        'id,task,lang,source,candidate,informativeness,clarity\na,mt,de,"Guten Tag, Welt",Good day world,4,5\nb,mt,de,Hallo,Hello,2,\n'
     )
     assert main(["tfds-build", "--manual-dir", str(manual), "--data-dir", str(tmp_path / "tfds")]) == 0
     got = TfdsRecords(TfdsConfig(name="omnidistill_schema", data_dir=str(tmp_path / "tfds")), "train")
