@@ -173,8 +173,10 @@ def restore_params(ckpt_dir: str | Path, params_like: Any, *, step: int | None =
         step = steps[-1]
     if is_best:
         mgr = ocp.CheckpointManager(ckpt_dir, item_handlers={"params": ocp.StandardCheckpointHandler()})
-        out = mgr.restore(step, args=ocp.args.Composite(params=ocp.args.StandardRestore(_abstract(params_like)))).params
-        mgr.close()
+        try:  # closed on a failed restore too: its background threads do not outlive the call
+            out = mgr.restore(step, args=ocp.args.Composite(params=ocp.args.StandardRestore(_abstract(params_like)))).params
+        finally:
+            mgr.close()
     else:
         raw = read_state_arrays(ckpt_dir, step)
         saved = raw["params"] if isinstance(raw, dict) else raw[1]
@@ -197,13 +199,14 @@ def _like(params_like: Any, saved: Any) -> Any:
 def read_state_arrays(ckpt_dir: str | Path, step: int | None = None) -> Any:
     """A saved train state as single-device arrays, whatever mesh or number of processes wrote it."""
     mgr = ocp.CheckpointManager(Path(ckpt_dir).absolute(), item_handlers={"state": ocp.StandardCheckpointHandler()})
-    step = mgr.latest_step() if step is None else step
-    if step is None:
+    try:
+        step = mgr.latest_step() if step is None else step
+        if step is None:
+            raise FileNotFoundError(f"{ckpt_dir}: no checkpoint found")
+        device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+        meta = mgr.item_metadata(step)["state"]
+        like = lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device)
+        target = jax.tree.map(like, meta, is_leaf=lambda x: hasattr(x, "shape"))
+        return mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))).state
+    finally:
         mgr.close()
-        raise FileNotFoundError(f"{ckpt_dir}: no checkpoint found")
-    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-    meta = mgr.item_metadata(step)["state"]
-    target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), meta, is_leaf=lambda x: hasattr(x, "shape"))
-    state = mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))).state
-    mgr.close()
-    return state

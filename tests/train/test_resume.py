@@ -154,16 +154,21 @@ def test_restore_onto_a_different_mesh(tmp_path):
     ckpts = RunCheckpoints(tmp_path)
     ckpts.save(5, saved, data_iter())
     ckpts.wait()
+    ckpts.close()
     fsdp_mesh = build_mesh(MeshConfig(data=1, fsdp=8))
-    state, step = RunCheckpoints(tmp_path).restore(small_state(fsdp_mesh, 0.0), data_iter())
+    restored = RunCheckpoints(tmp_path)
+    state, step = restored.restore(small_state(fsdp_mesh, 0.0), data_iter())
+    restored.close()
     assert step == 5 and float(state.params["w"].sum()) == 3.0 * 32
     assert state.params["w"].sharding.spec[0] == "fsdp"
 
 
 def test_nan_parameters_are_never_saved(tmp_path):
     bad = small_state(build_mesh(MeshConfig(data=8)), float("nan"))
+    ckpts = RunCheckpoints(tmp_path)
     with pytest.raises(CheckpointError, match="non-finite"):
-        RunCheckpoints(tmp_path).save(1, bad, data_iter())
+        ckpts.save(1, bad, data_iter())
+    ckpts.close()
 
 
 def test_one_process_saves_replicated_arrays_without_compiling(tmp_path):
