@@ -279,3 +279,49 @@ def test_op_mix_reads_custom_calls_and_counts_device_streams_once(repo_root):
         ]
     }
     assert op_events(trace) == [("custom-call.3", 5.0)]
+
+
+def _bias_and_grads(position_bias, seq: int, cfg) -> tuple:
+    """c2p + p2c scores of random inputs at ``seq`` positions, and their gradients against random weights."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from omnidistill.models.deberta_v2 import modeling
+
+    columns = modeling.relative_columns(seq, cfg)
+    rng = np.random.default_rng(seq)
+    q, k = (jnp.asarray(rng.standard_normal((2, seq, 3, 4)), jnp.float32) for _ in range(2))
+    pk, pq = (jnp.asarray(rng.standard_normal((2 * cfg.relative_span, 3, 4)), jnp.float32) for _ in range(2))
+    weights = jnp.asarray(rng.standard_normal((2, 3, seq, seq)), jnp.float32)
+    grads = jax.grad(lambda *a: jnp.sum(position_bias(*a, columns) * weights), argnums=(0, 1, 2, 3))(q, k, pk, pq)
+    return np.asarray(position_bias(q, k, pk, pq, columns)), [np.asarray(g) for g in grads]
+
+
+@pytest.mark.parametrize("lever", ["deberta-slices", "deberta-dot-order", "deberta-one-block"])
+def test_deberta_levers_give_the_models_scores_and_gradients(repo_root, monkeypatch, lever):
+    """tools/bench_levers.py's DeBERTa variants change how the c2p + p2c scores are made, not what they
+    are: scores and gradients equal the model's at 1, 3, 40 and 96 positions (one block, blocks of 8 and
+    of 32), so an A/B on a GPU times the same computation."""
+    import numpy as np
+
+    from omnidistill.models.deberta_v2 import modeling
+    from omnidistill.models.deberta_v2.config import DebertaV2Config
+    from tests.models.test_deberta_v2_parity import V3
+
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    from bench_levers import LEVERS
+
+    cfg = DebertaV2Config.from_hf({**V3, "model_type": "deberta-v2", "max_relative_positions": 24, "position_buckets": 8})
+    model = modeling.DisentangledAttention.position_bias
+    for seq in (1, 3, 40, 96):
+        want, want_grads = _bias_and_grads(model, seq, cfg)
+        with monkeypatch.context() as patched:
+            for obj, attr, value in LEVERS[lever]():
+                (patched.setitem if isinstance(obj, dict) else patched.setattr)(obj, attr, value)
+            lever_bias = modeling.DisentangledAttention.position_bias
+            assert lever_bias is not model or lever == "deberta-one-block"
+            got, got_grads = _bias_and_grads(lever_bias, seq, cfg)
+        np.testing.assert_allclose(got, want, atol=1e-5)
+        for a, b in zip(got_grads, want_grads, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)

@@ -17,7 +17,8 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parents[1]
 EXTRAS = ("test", "torch", "tfds", "wandb", "gcs")
 INSTALLED_SEPARATELY = {"omniscore"}  # pip install --no-deps omniscore==0.1.0 (README, .ci/run)
-LOCAL = {"omnidistill", "tests", "bench_cases", "op_mix", "peer_bench_torch"}  # this repository's own modules (tools import each other)
+# this repository's own modules (tools import each other)
+LOCAL = {"omnidistill", "tests", "bench_cases", "op_mix", "bench_levers", "peer_bench_torch"}
 
 
 def imported_modules(folders: list[Path]) -> dict[str, str]:

@@ -6,8 +6,9 @@
 #                                cp ../shared/bench/peer_bench_torch.py ../shared/bench/score_lengths.txt .whl/  # the peer and its lengths travel too
 # Device run (carry .whl):       bash tools/bench_device.sh [STAGES] [--only=mbert,ettin]
 # STAGES (comma-separated, default all): tests, varlen (realistic-length scoring, first), fixed (the
-# fixed-shape peer, eager and compiled), ours (omnidistill's fixed-shape train and score), large
-# (mxbai-large at B64xS512 under remat). One 10-minute device command holds about two stages.
+# fixed-shape peer, eager and compiled), ours (omnidistill's fixed-shape train and score), levers
+# (DeBERTa training with each variant of tools/bench_levers.py), large (mxbai-large at B64xS512
+# under remat). One 10-minute device command holds about two stages.
 set -euo pipefail
 stages="${1:-all}"
 only="${2:-}"
@@ -36,6 +37,11 @@ if want ours; then
   python3 tools/bench_train.py $only --profile /tmp/bench-prof | tee "$out/ours_train.jsonl"  # with each case's op mix
   tar czf "$out/train_traces.tgz" -C /tmp bench-prof  # the traces and HLO behind the op mix (tools/op_mix.py)
   python3 tools/bench_score.py $only | tee "$out/ours_score.jsonl"
+fi
+if want levers; then
+  for lever in deberta-slices deberta-dot-order; do
+    python3 tools/bench_levers.py "$lever" train --only=deberta | tee -a "$out/levers.jsonl"
+  done
 fi
 if want large; then
   python3 tools/bench_train.py --only=bert-large --batch 64 --remat full,dots | tee "$out/ours_large_b64.jsonl"
