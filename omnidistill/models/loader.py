@@ -53,11 +53,12 @@ def load_tokenizer(name_or_path: str) -> Any:
 
 
 def _unknown_omniscore_type(record: logging.LogRecord) -> bool:
-    """False for transformers' warning that a model of type ``omniscore`` builds a bare config. The
-    tokenizer of a folder in the ``omniscore`` package's format is loaded from that bare config, as
-    the package itself loads it (passing a config built from the backbone gave other token ids for
-    Qwen2); without the package imported the type is unknown to transformers,
-    and the warning, printed on every ``score`` of an exported folder, points at nothing wrong."""
+    """False for transformers' warning that a model of type ``omniscore`` builds a bare config.
+
+    Without the ``omniscore`` package imported, transformers does not know that type, and the
+    warning, printed on every ``score`` of an exported folder, points at nothing wrong. The tokenizer
+    is still loaded from the bare config, as the package itself loads it: passing a config built
+    from the backbone gave other token ids for Qwen2."""
     return f"model of type `{OMNISCORE_MODEL_TYPE}` to instantiate" not in record.getMessage()
 
 

@@ -173,7 +173,7 @@ def restore_params(ckpt_dir: str | Path, params_like: Any, *, step: int | None =
         step = steps[-1]
     if is_best:
         mgr = ocp.CheckpointManager(ckpt_dir, item_handlers={"params": ocp.StandardCheckpointHandler()})
-        try:  # closed on a failed restore too: its background threads do not outlive the call
+        try:  # closed on a failed restore too
             out = mgr.restore(step, args=ocp.args.Composite(params=ocp.args.StandardRestore(_abstract(params_like)))).params
         finally:
             mgr.close()
