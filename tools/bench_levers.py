@@ -24,6 +24,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import omnidistill.models.deberta_v2.modeling as deberta
 import omnidistill.models.layers as layers
@@ -33,58 +34,27 @@ Patch = tuple[Any, str, Any]
 the modules that imported it share."""
 
 
-def band_windows(rows: jax.Array, block: int) -> jax.Array:
-    """[2S − 1, ...] -> [S/T, S + T − 1, ...]: window g is ``rows[S − T − gT : 2S − 1 − gT]``."""
+def slices_of_one_gather(table: jax.Array, columns: np.ndarray, block: int, c2p: bool) -> jax.Array:
+    """``deberta.block_rows`` as static slices of one gather of the 2S − 1 distances' rows: window g
+    is ``rows[S − T − gT : 2S − 1 − gT]``, of the rows reversed for c2p."""
+    rows = table[columns][::-1] if c2p else table[columns]
     seq = (rows.shape[0] + 1) // 2
     return jnp.stack([rows[start : start + seq + block - 1] for start in range(seq - block, -1, -block)])
 
 
 def queries_first(x: jax.Array, rows: jax.Array, block: int) -> jax.Array:
-    """[B, S, N, D] x [S/T, S + T − 1, N, D] -> [B, N, S/T, T, S + T − 1] from a product laid out
-    [N, S/T, B, T, S + T − 1], whose move of B to the front keeps each [T, S + T − 1] tile whole."""
+    """``deberta.block_product`` from a product laid out [N, S/T, B, T, S + T − 1], whose move of B
+    to the front keeps each [T, S + T − 1] tile whole."""
     b, s = x.shape[:2]
     blocks = x.reshape(b, s // block, block, *x.shape[2:])
     return jnp.transpose(jax.lax.dot_general(blocks, rows, (((4,), (3,)), ((3, 1), (2, 0)))), (2, 0, 1, 3, 4))
 
 
-def einsum_order(x: jax.Array, rows: jax.Array, block: int) -> jax.Array:
-    """The model's product: ``jnp.einsum`` of the blocks of ``x`` with ``rows``."""
-    b, s = x.shape[:2]
-    return jnp.einsum("bgqnd,grnd->bngqr", x.reshape(b, s // block, block, *x.shape[2:]), rows)
-
-
-def position_bias_with(*, slices: bool, product: Callable[[jax.Array, jax.Array, int], jax.Array]) -> Callable[..., jax.Array]:
-    """``DisentangledAttention.position_bias`` with the rows taken as slices of one gather (``slices``)
-    or gathered per block (the model's ``band_rows``), and the scores made by ``product``."""
-
-    def position_bias(q, k, pk, pq, columns):
-        s = q.shape[1]
-        t = deberta.query_block(s)
-        if slices:
-            rows = lambda table, c2p: band_windows(table[columns][::-1] if c2p else table[columns], t)
-        else:
-            c2p_rows, p2c_rows = deberta.band_rows(columns, t)
-            rows = lambda table, c2p: table[c2p_rows if c2p else p2c_rows]
-        square = lambda x: x.reshape(*x.shape[:2], s, s)
-        bias = 0.0
-        if pk is not None:
-            bias = bias + square(deberta.skew(product(q, rows(pk, True), t)))
-        if pq is not None:  # rows are keys here; then transposed
-            bias = bias + jnp.swapaxes(square(deberta.skew(product(k, rows(pq, False), t))), -1, -2)
-        return bias
-
-    return position_bias
-
-
-def _bias_patch(**kw: Any) -> list[Patch]:
-    return [(deberta.DisentangledAttention, "position_bias", staticmethod(position_bias_with(**kw)))]
-
-
 LEVERS: dict[str, Callable[[], list[Patch]]] = {
     "old-gelu": lambda: [(layers.ACTIVATIONS, "gelu", lambda x: jax.nn.gelu(x, approximate=False))],
     "deberta-one-block": lambda: [(deberta, "QUERY_BLOCK", 0)],
-    "deberta-slices": lambda: _bias_patch(slices=True, product=einsum_order),
-    "deberta-dot-order": lambda: _bias_patch(slices=False, product=queries_first),
+    "deberta-slices": lambda: [(deberta, "block_rows", slices_of_one_gather)],
+    "deberta-dot-order": lambda: [(deberta, "block_product", queries_first)],
 }
 
 

@@ -93,6 +93,20 @@ def band_rows(columns: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
     return columns[start + block + seq - 2 - c], columns[seq - block - start + c]
 
 
+def block_rows(table: jax.Array, columns: np.ndarray, block: int, c2p: bool) -> jax.Array:
+    """[2 span, N, D] -> [S / T, S + T - 1, N, D]: the relative-embedding rows of each block's distances,
+    c2p's or p2c's (:func:`band_rows`), gathered per block."""
+    c2p_rows, p2c_rows = band_rows(columns, block)
+    return table[c2p_rows if c2p else p2c_rows]
+
+
+def block_product(x: jax.Array, rows: jax.Array, block: int) -> jax.Array:
+    """[B, S, N, D] x [S / T, S + T - 1, N, D] -> [B, N, S / T, T, S + T - 1]: each block of ``block``
+    positions against its rows."""
+    b, s = x.shape[:2]
+    return jnp.einsum("bgqnd,grnd->bngqr", x.reshape(b, s // block, block, *x.shape[2:]), rows)
+
+
 def skew(scores: jax.Array) -> jax.Array:
     """[..., T, S + T - 1] -> [..., T, S] with out[a, b] = scores[a, T - 1 - a + b]: each row shifted
     by its own offset, as a reshape and a slice (the flat index of out[a, b] is a (S + T - 2) + T - 1
@@ -162,20 +176,18 @@ class DisentangledAttention(nnx.Module):
         p2c[i, j] = k_j . pq[row(i - j)], ``columns`` = :func:`relative_columns`.
 
         Each term is one matmul per block of :func:`query_block` positions against the rows of the
-        distances that block reaches (:func:`band_rows`), then :func:`skew`. Hugging Face gathers
-        from a [B, N, S, 2 span] product instead, and the backward pass of that gather is a
+        distances that block reaches (:func:`block_rows`, :func:`block_product`), then :func:`skew`.
+        Hugging Face gathers from a [B, N, S, 2 span] product instead, and the backward pass of that gather is a
         scatter-add over the whole [B, N, S, S] array, which dominated the step; one block of all S
         rows (2 S - 1 distances) made scores twice as wide as the output."""
-        b, s = q.shape[:2]
+        s = q.shape[1]
         t = query_block(s)
-        c2p_rows, p2c_rows = band_rows(columns, t)
-        blocks = lambda x: x.reshape(b, s // t, t, *x.shape[2:])
         square = lambda x: x.reshape(*x.shape[:2], s, s)  # [B, N, S / T, T, S] -> [B, N, S, S]
         bias = 0.0
         if pk is not None:
-            bias = bias + square(skew(jnp.einsum("bgqnd,grnd->bngqr", blocks(q), pk[c2p_rows])))
+            bias = bias + square(skew(block_product(q, block_rows(pk, columns, t, c2p=True), t)))
         if pq is not None:  # rows are keys here; then transposed
-            bias = bias + jnp.swapaxes(square(skew(jnp.einsum("bgknd,grnd->bngkr", blocks(k), pq[p2c_rows]))), -1, -2)
+            bias = bias + jnp.swapaxes(square(skew(block_product(k, block_rows(pq, columns, t, c2p=False), t))), -1, -2)
         return bias
 
     def __call__(self, x, mask, rel_emb, columns, rng, rows: int | None = None):
