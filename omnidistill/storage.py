@@ -1,6 +1,7 @@
 """Input paths that may live in a bucket: data files and configs are read through ``etils.epath``, so a
 ``gs://`` (or ``s3://``) URL goes through the same readers as a local path. Output files (local) are
-checked by :func:`output_file` before a command does its work.
+checked by :func:`output_file` before a command does its work. Input files may be compressed
+(:data:`COMPRESSIONS`); outputs are written plain.
 
 Bucket access needs the filesystem package (``gcsfs`` for ``gs://``: ``pip install 'omnidistill[gcs]'``);
 without it the error names the path and the package instead of failing deep inside a reader.
@@ -15,6 +16,10 @@ from pathlib import Path
 from etils import epath
 
 _PACKAGES = {"gs://": "gcsfs", "s3://": "s3fs"}
+
+COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "lzma"}
+"""Compressed input files (``train.jsonl.gz``), by their last suffix: the standard library module
+that reads each."""
 
 
 class StorageError(OSError):
@@ -54,6 +59,11 @@ def output_file(output: str | os.PathLike, inputs: Sequence[str | os.PathLike], 
     """``output`` checked before any work: not a folder and not one of ``inputs`` (writing ``what`` over
     it would lose the items); its folder is made. Returns it as a :class:`Path`."""
     output = Path(output)
+    if output.suffix in COMPRESSIONS:
+        raise ValueError(
+            f"--output {output}: the {what} are written as plain JSONL, a line at a time; "
+            f"name a .jsonl file and compress it when it is complete"
+        )
     if output.is_dir():
         raise ValueError(f"--output {output} is a folder: name the JSONL file to write")
     if any(Path(name).resolve() == output.resolve() for name in inputs):

@@ -1,5 +1,6 @@
 """Score API and CLI: run directories and exported folders, determinism, input handling."""
 
+import gzip
 import json
 import logging
 import shutil
@@ -94,6 +95,10 @@ def test_score_cli_jsonl_and_csv(run_and_export, repo_root, tmp_path, capsys):
     csv.write_text("id,task,lang,question,candidate\na,qa,en,What is it?,Paris.\nb,qa,en,,Berlin.\n")
     assert main(["score", "--model", str(run), "--input", str(csv), "--output", str(tmp_path / "csv.jsonl")]) == 0
     assert len((tmp_path / "csv.jsonl").read_text().splitlines()) == 2
+    packed = tmp_path / "in.csv.gz"  # a compressed input reads as the plain file
+    packed.write_bytes(gzip.compress(csv.read_bytes()))
+    assert main(["score", "--model", str(run), "--input", str(packed), "--output", str(tmp_path / "gz.jsonl")]) == 0
+    assert (tmp_path / "gz.jsonl").read_text() == (tmp_path / "csv.jsonl").read_text()
 
 
 def test_score_cli_malformed_input_names_the_line(run_and_export, tmp_path, capsys):
@@ -129,6 +134,7 @@ def test_score_cli_checks_its_paths_before_loading_the_model(run_and_export, rep
         (["--input", str(sample), "--output", str(tmp_path / "." / "in.jsonl"), "--resume"], "is one of the inputs"),
         (["--input", str(sample), "--output", str(tmp_path / "done.jsonl")], "exists: pass --resume"),
         (["--input", str(sample), "--output", str(tmp_path), "--resume"], "is a folder: name the JSONL file"),
+        (["--input", str(sample), "--output", str(tmp_path / "o.jsonl.gz")], "written as plain JSONL, a line at a time"),
     ]
     for args, message in refusals:
         assert main(["score", "--model", str(run_and_export[0]), *args]) == 2

@@ -8,11 +8,13 @@ The shipped test split is replicated to each size in ``--lines`` (ids made uniqu
 
     python tools/bench_score_file.py --model runs/tiny-export                    # 100k and 1M lines
     python tools/bench_score_file.py --model runs/tiny-export --lines 2000 8000   # a quick look
+    python tools/bench_score_file.py --model runs/tiny-export --format csv        # the same items as CSV
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import subprocess
 import sys
@@ -24,10 +26,21 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample" / "test.jsonl"
 
 
+TEXT_FIELDS = ("id", "task", "lang", "question", "source", "reference", "candidate")
+
+
 def replicate(path: Path, n: int) -> None:
-    """The sample's test items cycled to ``n`` lines, each with its own id."""
+    """The sample's test items cycled to ``n`` lines, each with its own id: JSONL, or CSV (its text
+    fields and one column per label) when ``path`` ends in ``.csv``."""
     rows = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line.strip()]
-    with path.open("w", encoding="utf-8") as f:
+    with path.open("w", encoding="utf-8", newline="") as f:
+        if path.suffix == ".csv":
+            writer = csv.DictWriter(f, [*TEXT_FIELDS, *rows[0]["labels"]])
+            writer.writeheader()
+            for i in range(n):
+                row = rows[i % len(rows)]
+                writer.writerow({**{k: row[k] for k in TEXT_FIELDS if k in row}, **row["labels"], "id": f"item-{i}"})
+            return
         for i in range(n):
             f.write(json.dumps({**rows[i % len(rows)], "id": f"item-{i}"}, ensure_ascii=False) + "\n")
 
@@ -43,8 +56,8 @@ def rss_anon_gb(pid: int) -> float | None:
     return None
 
 
-def measure(model: str, lines: int, workdir: Path, chunk: int) -> dict:
-    data, out = workdir / f"in-{lines}.jsonl", workdir / f"out-{lines}.jsonl"
+def measure(model: str, lines: int, workdir: Path, chunk: int, kind: str = "jsonl") -> dict:
+    data, out = workdir / f"in-{lines}.{kind}", workdir / f"out-{lines}.jsonl"
     replicate(data, lines)
     command = [sys.executable, "-m", "omnidistill", "score", "--model", model, "--input", str(data), "--output", str(out)]
     start = time.perf_counter()
@@ -58,6 +71,7 @@ def measure(model: str, lines: int, workdir: Path, chunk: int) -> dict:
         raise SystemExit(f"omnidistill score failed ({proc.returncode}): {' '.join(command)}")
     written = sum(1 for _ in out.open(encoding="utf-8"))
     return {
+        "format": kind,
         "lines": lines,
         "written": written,
         "peak_RssAnon_GB": round(peak, 3),
@@ -71,15 +85,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", required=True, help="run directory or exported folder to score with")
     parser.add_argument("--lines", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--chunk", type=int, default=4096)
+    parser.add_argument("--format", choices=["jsonl", "csv"], default="jsonl", help="the input file's format (default jsonl)")
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.lines:
-            rows.append(measure(args.model, n, Path(tmp), args.chunk))
+            rows.append(measure(args.model, n, Path(tmp), args.chunk, args.format))
             print(json.dumps(rows[-1]), flush=True)
-    print("| input lines | peak RssAnon (GB) | wall (s) | items/s |\n|---:|---:|---:|---:|")
+    print("| input | lines | peak RssAnon (GB) | wall (s) | items/s |\n|---|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['lines']:,} | {r['peak_RssAnon_GB']} | {r['wall_s']} | {r['items_per_s']:,} |")
+        print(f"| {r['format']} | {r['lines']:,} | {r['peak_RssAnon_GB']} | {r['wall_s']} | {r['items_per_s']:,} |")
 
 
 if __name__ == "__main__":

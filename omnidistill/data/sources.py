@@ -6,8 +6,14 @@ Malformed input raises :class:`DataError` naming the file and line (JSONL) or ro
 
 from __future__ import annotations
 
+import contextlib
+import csv
+import importlib
+import io
 import json
 import logging
+import re
+import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,40 +22,61 @@ from etils import epath
 
 from omnidistill.data.record_ids import IdCounter, refuse_repeats
 from omnidistill.data.schema import DataError, Record, validate_record
-from omnidistill.storage import existing_file
+from omnidistill.storage import COMPRESSIONS, existing_file
 
 log = logging.getLogger(__name__)
 
 
-def _jsonl_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
-    # Read line by line (no copy of the file or list of its lines is held). Physical lines end at "\n"
-    # only, as binary-mode line iteration splits them: a lone "\r" inside a line (legal JSON whitespace,
-    # or an error in a string) must not split it, or every later line number shifts. "\r\n" endings
-    # and a UTF-8 byte order mark on the first line are accepted.
+def _physical_lines(path: epath.Path) -> Iterator[bytes]:
+    """The lines of a file as bytes, each with its ending (split at "\n" only, as binary-mode line
+    iteration splits them), read one at a time, decompressed when the name says so
+    (:data:`COMPRESSIONS`): no copy of the file or list of its lines is held. A UTF-8 byte order mark
+    at the start is dropped."""
+    module = _decompressor(path)
     try:
         f = path.open("rb")
     except OSError as err:
         raise DataError(f"{path}: cannot read: {err.strerror or err}") from None
+    with f, module.open(f, "rb") if module else contextlib.nullcontext(f) as lines:
+        count = 0
+        try:
+            for line in lines:
+                yield line.removeprefix(b"\xef\xbb\xbf") if count == 0 else line
+                count += 1
+        except (OSError, EOFError, zlib.error, getattr(module, "LZMAError", OSError)) as err:  # corrupt or cut
+            raise DataError(f"{path}:{count + 1}: cannot read the {path.suffix} data: {err}") from None
+
+
+def _decompressor(path: epath.Path) -> Any:
+    """The module that decompresses ``path`` (:data:`COMPRESSIONS`), or None for a plain file."""
+    if path.suffix not in COMPRESSIONS:
+        return None
+    try:
+        return importlib.import_module(COMPRESSIONS[path.suffix])
+    except ImportError:  # a Python built without that library
+        raise DataError(f"{path}: this Python cannot read {path.suffix} files (no {COMPRESSIONS[path.suffix]} module)") from None
+
+
+def _jsonl_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
+    # Physical lines end at "\n" only: a lone "\r" inside a line (legal JSON whitespace, or an error
+    # in a string) must not split it, or every later line number shifts. "\r\n" endings are accepted.
     name = str(path)  # once: an epath's str() costs a path join
-    with f:
-        for lineno, line in enumerate(f, start=1):
-            where = f"{name}:{lineno}"
-            line = line.removesuffix(b"\n").removesuffix(b"\r")
-            if lineno == 1:
-                line = line.removeprefix(b"\xef\xbb\xbf")
-            if not line.strip():
-                continue
-            try:
-                text = line.decode("utf-8")
-            except UnicodeDecodeError as err:
-                yield where, DataError(f"{where}: not valid UTF-8 ({err.reason} at byte {err.start})")
-                continue
-            try:
-                yield where, json.loads(text, object_pairs_hook=_unique_keys)
-            except json.JSONDecodeError as err:
-                yield where, DataError(f"{where}: invalid JSON: {err.msg} (column {err.colno})")
-            except _RepeatedKey as err:
-                yield where, DataError(f"{where}: key {err.args[0]!r} appears twice in one object (JSON readers keep one silently)")
+    for lineno, line in enumerate(_physical_lines(path), start=1):
+        where = f"{name}:{lineno}"
+        line = line.removesuffix(b"\n").removesuffix(b"\r")
+        if not line.strip():
+            continue
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as err:
+            yield where, DataError(f"{where}: not valid UTF-8 ({err.reason} at byte {err.start})")
+            continue
+        try:
+            yield where, json.loads(text, object_pairs_hook=_unique_keys)
+        except json.JSONDecodeError as err:
+            yield where, DataError(f"{where}: invalid JSON: {err.msg} (column {err.colno})")
+        except _RepeatedKey as err:
+            yield where, DataError(f"{where}: key {err.args[0]!r} appears twice in one object (JSON readers keep one silently)")
 
 
 class _RepeatedKey(Exception):
@@ -111,21 +138,46 @@ def _drop_nulls(value: Any) -> Any:
     return value
 
 
-def _csv_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
-    """CSV with a header; label dimensions may be columns; empty cells are missing values."""
-    import csv
-    import io
+CSV_FIELD_LIMIT = 2**31 - 1
+"""Characters one CSV value may hold: Python's ``csv`` stops at 131,072 (128 Ki) by default, which a
+long document to summarize passes; a value is at most its file's size anyway."""
 
+_LONE_CR = re.compile(r"\r(?!\n|$)")
+
+
+def _csv_lines(path: epath.Path, name: str) -> Iterator[str]:
+    """The file's lines decoded, one at a time, split as text mode with ``newline=""`` splits them
+    (what ``csv`` expects): at "\n", "\r\n" and a lone "\r"; endings kept, for quoted line breaks."""
+    for lineno, line in enumerate(_physical_lines(path), start=1):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise DataError(f"{name}:{lineno}: not valid UTF-8 ({err.reason} at byte {err.start} of the line)") from None
+        if "\r" in text and _LONE_CR.search(text):  # rare: old Mac line ends
+            yield from io.StringIO(text, newline="")
+        else:
+            yield text
+
+
+def _csv_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
+    """CSV with a header, read a line at a time; label dimensions may be columns; empty cells are
+    missing values. Quoting is strict: text after a closing quote is that record's error, and a quote
+    never closed stops the reading (every later line would be one value)."""
     from omnidistill.dimensions import DIMENSIONS
 
+    if csv.field_size_limit() < CSV_FIELD_LIMIT:
+        csv.field_size_limit(CSV_FIELD_LIMIT)
+    name = str(path)
+    reader = csv.DictReader(_csv_lines(path, name), strict=True)
     try:
-        text = path.read_bytes().decode("utf-8-sig")  # decoded here: epath's read_text may not honour an encoding
-    except UnicodeDecodeError as err:
-        raise DataError(f"{path}: not valid UTF-8 ({err.reason} at byte {err.start})") from None
-    reader = csv.DictReader(io.StringIO(text, newline=""))  # csv sees the real line breaks (quoted ones included)
-    _check_csv_header(path, reader.fieldnames or [])
-    for row in reader:
-        where = f"{path}:{reader.line_num}"
+        columns = reader.fieldnames or []
+    except csv.Error as err:
+        raise _quoting_error(err, f"{name}:1") from None
+    _check_csv_header(path, columns)
+    for where, row in _csv_rows(reader, name):
+        if isinstance(row, DataError):
+            yield where, row
+            continue
         extra, short = row.get(None), [k for k, v in row.items() if v is None]  # csv's marks of a ragged row
         if extra or short:  # e.g. an unquoted comma in a text: its tail would be dropped or shift the fields
             count = len(reader.fieldnames or ()) + len(extra or ()) - len(short)
@@ -146,6 +198,38 @@ def _csv_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
             yield where, obj
 
 
+def _csv_rows(reader: csv.DictReader, name: str) -> Iterator[tuple[str, dict[str, Any] | DataError]]:
+    """(location, row) of every record after the header (read already), or a :class:`DataError` for
+    one whose quoting is malformed. A quote never closed raises: the rest of the file is inside it."""
+    while True:
+        start = f"{name}:{reader.line_num + 1}"
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            error = _quoting_error(err, start)
+            if _UNCLOSED in str(err):
+                raise error from None
+            yield start, error
+            continue
+        yield f"{name}:{reader.line_num}", row
+
+
+_UNCLOSED = "unexpected end of data"
+"""What ``csv`` says (strict) when the file ends inside a quoted value."""
+
+
+def _quoting_error(err: csv.Error, where: str) -> DataError:
+    doubled = 'a quote inside a quoted value is written twice: ""'
+    if _UNCLOSED in str(err):
+        return DataError(
+            f"{where}: a quote opened in this record is never closed, so every line after it, to the end of "
+            f"the file, would be one value; close it ({doubled})"
+        )
+    return DataError(f"{where}: malformed CSV quoting ({err}; {doubled})")
+
+
 def _check_csv_header(path: epath.Path, columns: list[str]) -> None:
     """Refuse a header that would lose or misplace values silently: a column named twice (``csv``
     keeps the last column's value under that name), or one column holding another delimiter's
@@ -159,15 +243,20 @@ def _check_csv_header(path: epath.Path, columns: list[str]) -> None:
 
 def iter_objects(path: str | Path) -> Iterator[tuple[str, Any]]:
     """(location, decoded object or DataError) for every record of a JSONL, CSV or Parquet file, local or
-    in a bucket (``gs://``; :mod:`omnidistill.storage`)."""
+    in a bucket (``gs://``; :mod:`omnidistill.storage`); JSONL and CSV may be compressed (:data:`COMPRESSIONS`)."""
     path = existing_file(path, DataError)
-    if path.suffix == ".parquet":
+    kind = path.suffix
+    if kind in COMPRESSIONS:
+        kind = Path(path.stem).suffix
+        if kind not in (".jsonl", ".json", ".ndjson", ".csv"):
+            raise DataError(f"{path}: unsupported file type {kind + path.suffix!r} (compressed: .jsonl or .csv files)")
+    if kind == ".parquet":
         return _parquet_objects(path)
-    if path.suffix in (".jsonl", ".json", ".ndjson"):
+    if kind in (".jsonl", ".json", ".ndjson"):
         return _jsonl_objects(path)
-    if path.suffix == ".csv":
+    if kind == ".csv":
         return _csv_objects(path)
-    raise DataError(f"{path}: unsupported file type {path.suffix!r} (use .jsonl, .csv or .parquet)")
+    raise DataError(f"{path}: unsupported file type {kind!r} (use .jsonl, .csv or .parquet; .jsonl and .csv may end in .gz, .bz2 or .xz)")
 
 
 class RecordStream:

@@ -30,3 +30,23 @@ def test_reader_raises_only_data_errors(tmp_path, batch):
             assert str(err).startswith(str(path))
         else:
             assert all(r.candidate.strip() for r in records_)
+
+
+csv_cells = st.one_of(st.text(alphabet='ab ,"\r\n\x00é', max_size=8), st.sampled_from(["3", "9", "x", '"', '""', '"a"b']))
+csv_lines = st.one_of(st.lists(csv_cells, max_size=4).map(",".join), st.binary(max_size=12))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(csv_lines, min_size=1, max_size=6))
+def test_csv_reader_raises_only_data_errors(tmp_path, batch):
+    """Random CSV rows (stray quotes, line breaks, NULs, bytes that are not UTF-8) under a good header."""
+    path = tmp_path / "fuzz.csv"
+    body = b"\n".join(x if isinstance(x, bytes) else x.encode("utf-8") for x in batch)
+    path.write_bytes(b"id,candidate,clarity\n" + body)
+    for skip in (False, True):
+        try:
+            records_, _skipped = read_records(path, skip_invalid=skip)
+        except DataError as err:
+            assert str(err).startswith(str(path))
+        else:
+            assert all(r.candidate.strip() for r in records_)

@@ -41,6 +41,37 @@ def test_csv_quoted_line_breaks_keep_physical_line_numbers(tmp_path):
         read_records([str(path)])
 
 
+def test_a_csv_quote_never_closed_is_refused_not_read_as_one_value(tmp_path):
+    """A stray opening quote made every later line of the file one value of that record, silently:
+    the rows after it were lost (scored as one text). Text after a closing quote was glued on."""
+    path = tmp_path / "u.csv"
+    path.write_text('id,candidate\n1,fine\n2,"stray quote\n3,lost\n4,lost too\n', encoding="utf-8")
+    for skip in (False, True):  # not skippable: the rest of the file is inside the quote
+        with pytest.raises(DataError, match=r"u\.csv:3: a quote opened in this record is never closed"):
+            read_records([str(path)], require_labels=False, skip_invalid=skip)
+    path.write_text('id,candidate\n1,"quoted" tail\n2,"a ""doubled"" quote"\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"u\.csv:2: malformed CSV quoting"):
+        read_records([str(path)], require_labels=False)
+    records, skipped = read_records([str(path)], require_labels=False, skip_invalid=True)
+    assert skipped == 1 and [(r.id, r.candidate) for r in records] == [("2", 'a "doubled" quote')]
+
+
+def test_a_csv_value_longer_than_pythons_csv_limit_is_read(tmp_path):
+    """A 200,000-character source (a long document to summarize) stopped the reading with csv's
+    ``field larger than field limit (131072)``, an exception that was not a DataError."""
+    path = tmp_path / "long.csv"
+    path.write_text(f"id,candidate,source\n1,short,{'x' * 200_000}\n2,next,y\n", encoding="utf-8")
+    records, _ = read_records([str(path)], require_labels=False)
+    assert [len(r.source) for r in records] == [200_000, 1]
+
+
+def test_invalid_utf8_in_a_csv_names_its_line(tmp_path):
+    path = tmp_path / "e.csv"
+    path.write_bytes(b"id,candidate\n1,ok\n2,b\xffd\n")
+    with pytest.raises(DataError, match=r"e\.csv:3: not valid UTF-8"):
+        read_records([str(path)], require_labels=False)
+
+
 def test_a_csv_row_with_more_or_fewer_values_than_the_header_is_its_error(tmp_path):
     """An unquoted comma in a text used to drop the text's tail silently (csv puts extra values under
     no column); a short row left its last columns unset."""

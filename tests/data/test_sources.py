@@ -1,5 +1,8 @@
 """Reading and validating JSONL / Parquet: malformed input names the file and line."""
 
+import csv
+import gzip
+import importlib
 import json
 import tracemalloc
 
@@ -83,11 +86,25 @@ def test_parquet_rows_are_read_and_validated(tmp_path):
     assert [r.id for r in records] == ["a"] and skipped == 1
 
 
-def test_a_record_stream_reads_a_file_without_holding_it(tmp_path):
-    """RecordStream (the token cache's input) reads line by line: the memory it allocates while passing
-    over a 6 MB file stays far below the file's size (reading it whole, or splitting it into lines, did not)."""
+@pytest.mark.parametrize("kind", ["jsonl", "csv", "csv.gz"])
+def test_a_record_stream_reads_a_file_without_holding_it(tmp_path, kind):
+    """RecordStream (the token cache's and ``score``'s input) reads line by line: the memory it
+    allocates while passing over a 6 MB file stays far below the file's size (reading it whole, or
+    splitting it into lines, did not; a CSV was read whole until this test)."""
     filler = "x" * 300
-    path = write_lines(tmp_path / "big.jsonl", [json.dumps({**GOOD, "id": f"r{i}", "question": f"{filler} {i}?"}) for i in range(20_000)])
+    rows = [{**GOOD, "id": f"r{i}", "question": f"{filler} {i}?"} for i in range(20_000)]
+    if kind == "jsonl":
+        path = write_lines(tmp_path / "big.jsonl", [json.dumps(row) for row in rows])
+    else:
+        path = tmp_path / "big.csv"
+        with path.open("w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, ["id", "task", "lang", "question", "candidate", "informativeness", "clarity"])
+            writer.writeheader()
+            writer.writerows({**{k: v for k, v in row.items() if k != "labels"}, **row["labels"]} for row in rows)
+    size = path.stat().st_size  # a compressed file is held against its plain size: decompressed as it is read
+    if kind == "csv.gz":
+        path = path.with_name("big.csv.gz")
+        path.write_bytes(gzip.compress((tmp_path / "big.csv").read_bytes()))
     stream = RecordStream(path)
     tracemalloc.start()
     try:
@@ -96,7 +113,33 @@ def test_a_record_stream_reads_a_file_without_holding_it(tmp_path):
     finally:
         tracemalloc.stop()
     assert count == 20_000 and stream.skipped == 0
-    assert peak < path.stat().st_size / 10, (peak, path.stat().st_size)
+    assert peak < size / 10, (peak, size)
+
+
+@pytest.mark.parametrize("compression", ["gzip", "bz2", "lzma"])
+def test_compressed_files_read_as_the_plain_files(tmp_path, compression):
+    module = importlib.import_module(compression)
+    suffix = {"gzip": ".gz", "bz2": ".bz2", "lzma": ".xz"}[compression]
+    plain = write_lines(tmp_path / "d.jsonl", [json.dumps({**GOOD, "id": f"r{i}"}) for i in range(50)])
+    table = tmp_path / "d.csv"
+    table.write_text('id,candidate,clarity\n1,one,4\n2,"two\nlines",3\n', encoding="utf-8")
+    for path in (plain, table):
+        packed = path.with_name(path.name + suffix)
+        packed.write_bytes(module.compress(path.read_bytes()))
+        assert read_records(packed) == read_records(path)
+    cut = tmp_path / f"cut.jsonl{suffix}"
+    cut.write_bytes(module.compress(plain.read_bytes())[:-20])
+    with pytest.raises(DataError, match=rf"cut\.jsonl\{suffix}:\d+: cannot read the \{suffix} data"):
+        read_records(cut)
+
+
+def test_a_compressed_name_on_a_plain_file_or_a_parquet_file_is_refused(tmp_path):
+    fake = write_lines(tmp_path / "d.jsonl.gz", [json.dumps(GOOD)])
+    with pytest.raises(DataError, match=r"d\.jsonl\.gz:1: cannot read the \.gz data: Not a gzipped file"):
+        read_records(fake)
+    (tmp_path / "p.parquet.gz").write_bytes(gzip.compress(b"PAR1"))
+    with pytest.raises(DataError, match=r"p\.parquet\.gz: unsupported file type '\.parquet\.gz'"):
+        read_records(tmp_path / "p.parquet.gz")
 
 
 def test_a_record_stream_counts_skipped_records_each_pass(tmp_path):
