@@ -110,6 +110,23 @@ def _optional_text(obj: dict, key: str, where: str) -> str | None:
     return value if value.strip() else None
 
 
+def record_id(obj: dict, where: str) -> str:
+    """The id :func:`validate_record` gives the record ``obj`` at ``where``: its ``id``, else ``where``."""
+    return identifier(obj, "id", where) or where
+
+
+def identifier(obj: dict, key: str, where: str) -> str | None:
+    """An ``id`` or ``group_id``: a string or an integer, as text; None when absent, null or blank (an
+    ``id`` then defaults to the record's file and line, not to the text "None" that every such record
+    would share)."""
+    value = obj.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise DataError(f"{where}: {key} must be a string or an integer, got {type(value).__name__} {value!r}"[:200])
+    return str(value)
+
+
 def _conversation(obj: dict, where: str) -> str | None:
     """``context``: a string, or a list of {role, content} turns rendered as ``role: content`` lines."""
     value = obj.get("context")
@@ -150,9 +167,8 @@ def validate_record(obj: Any, where: str, *, require_labels: bool = True) -> Rec
         label_dist = label_distributions(obj["label_dist"], where)
     if require_labels and all(v is None for v in labels):
         raise DataError(f"{where}: no labels (need at least one of {', '.join(DIMENSIONS)})")
-    ident = obj.get("id", where)
     return Record(
-        id=str(ident),
+        id=record_id(obj, where),
         task=_optional_text(obj, "task", where) or "unknown",
         lang=_optional_text(obj, "lang", where) or "unknown",
         candidate=candidate,
@@ -166,6 +182,6 @@ def validate_record(obj: Any, where: str, *, require_labels: bool = True) -> Rec
         tgt_lang=_optional_text(obj, "tgt_lang", where),
         labels=labels,
         annotations=annotations,
-        group_id=None if obj.get("group_id") is None else str(obj["group_id"]),
+        group_id=identifier(obj, "group_id", where),
         label_dist=label_dist,
     )

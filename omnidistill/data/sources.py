@@ -21,7 +21,7 @@ from typing import Any
 from etils import epath
 
 from omnidistill.data.record_ids import IdCounter, refuse_repeats
-from omnidistill.data.schema import DataError, Record, validate_record
+from omnidistill.data.schema import DataError, Record, record_id, validate_record
 from omnidistill.storage import COMPRESSIONS, existing_file
 
 log = logging.getLogger(__name__)
@@ -326,7 +326,10 @@ def refuse_duplicate_ids(paths: Sequence[str | Path], why: str) -> None:
         for path in paths:
             for where, obj in iter_objects(path):
                 if isinstance(obj, dict):
-                    yield str(obj.get("id", where)), where
+                    try:
+                        yield record_id(obj, where), where
+                    except DataError:  # the record's own error, raised (or skipped) when it is read
+                        yield where, where
 
     counter = IdCounter()
     for ident, _ in located():

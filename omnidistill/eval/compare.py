@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from omnidistill.data.schema import DataError, Record, label_vector
+from omnidistill.data.schema import DataError, Record, identifier, label_vector
 from omnidistill.eval.agreement import mean_rwg, rwg_table
 from omnidistill.eval.metrics import grouped_metrics, regression_metrics
 from omnidistill.eval.report import gold_arrays
@@ -30,11 +30,11 @@ def load_predictions(path: str | Path, records: Sequence[Record]) -> np.ndarray:
             obj = json.loads(line)
         except json.JSONDecodeError as err:
             raise DataError(f"{where}: invalid JSON ({err.msg})") from None
-        if not isinstance(obj, dict) or "id" not in obj:
+        ident = identifier(obj, "id", where) if isinstance(obj, dict) else None
+        if ident is None:
             raise DataError(f"{where}: expected an object with 'id' and 'pred' or 'labels'")
         field = "pred" if "pred" in obj else "labels"
         scores = label_vector(obj.get(field), where, field)  # the schema's own label checks
-        ident = str(obj["id"])
         if ident in by_id:
             raise DataError(f"{where}: id {ident!r} repeats line {line_of[ident]}: predictions are joined to items by id")
         by_id[ident], line_of[ident] = [np.nan if v is None else v for v in scores], lineno

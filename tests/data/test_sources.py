@@ -9,7 +9,7 @@ import tracemalloc
 import pytest
 
 from omnidistill.data.schema import DataError
-from omnidistill.data.sources import RecordStream, read_records
+from omnidistill.data.sources import RecordStream, read_records, refuse_duplicate_ids
 
 GOOD = {"id": "a", "task": "qa", "lang": "en", "question": "Q?", "candidate": "A.", "labels": {"informativeness": 4, "clarity": 5}}
 
@@ -72,6 +72,20 @@ def test_bad_utf8_and_empty_and_missing_files(tmp_path):
         read_records(tmp_path / "nope.jsonl")
     with pytest.raises(DataError, match=r"unsupported file type"):
         read_records(write_lines(tmp_path / "d.txt", ["a,b"]))
+
+
+def test_a_null_or_blank_id_defaults_to_the_location_and_an_id_of_another_type_is_an_error(tmp_path):
+    """``"id": null`` gave the id "None", which every such record shared: ``score --resume`` refused
+    the input as repeating ids, and reports named items "None". A list id became its repr."""
+    rows = [{**GOOD, "id": None}, {**GOOD, "id": " "}, {**GOOD, "id": 7}, {**GOOD, "id": "x", "group_id": 3}]
+    path = write_lines(tmp_path / "d.jsonl", [json.dumps(row) for row in rows])
+    records, _ = read_records(path)
+    assert [(r.id, r.group_id) for r in records] == [(f"{path}:1", None), (f"{path}:2", None), ("7", None), ("x", "3")]
+    refuse_duplicate_ids([path], "joined by id")  # two records without an id do not repeat one
+    for field, value, kind in [("id", 1.5, "float"), ("id", ["a"], "list"), ("id", True, "bool"), ("group_id", {"g": 1}, "dict")]:
+        write_lines(path, [json.dumps({**GOOD, field: value})])
+        with pytest.raises(DataError, match=rf"d\.jsonl:1: {field} must be a string or an integer, got {kind}"):
+            read_records(path)
 
 
 def test_parquet_rows_are_read_and_validated(tmp_path):

@@ -56,6 +56,10 @@ def test_judge_comparison_from_files(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"id": "0"}\n')
     with pytest.raises(DataError, match=r"bad\.jsonl:1"):
         load_predictions(tmp_path / "bad.jsonl", recs)
+    # a null id is no id (it used to join an item whose id was the text "None")
+    (tmp_path / "bad.jsonl").write_text('{"id": null, "labels": {"clarity": 3}}\n')
+    with pytest.raises(DataError, match=r"bad\.jsonl:1: expected an object with 'id'"):
+        load_predictions(tmp_path / "bad.jsonl", [rec("None", "en", (3.0,) * 4)])
 
 
 @pytest.mark.parametrize(
