@@ -72,11 +72,40 @@ def _jsonl_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
             yield where, DataError(f"{where}: not valid UTF-8 ({err.reason} at byte {err.start})")
             continue
         try:
-            yield where, json.loads(text, object_pairs_hook=_unique_keys)
+            obj = json.loads(text, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as err:
             yield where, DataError(f"{where}: invalid JSON: {err.msg} (column {err.colno})")
+            continue
         except _RepeatedKey as err:
             yield where, DataError(f"{where}: key {err.args[0]!r} appears twice in one object (JSON readers keep one silently)")
+            continue
+        if "\\u" in text and (found := _lone_surrogate(obj)) is not None:  # only a \u escape makes one
+            field, char = found
+            yield (
+                where,
+                DataError(
+                    f"{where}: {field} holds a lone surrogate (\\u{ord(char):04x}), half of a UTF-16 pair and not a "
+                    "character (text cut inside one?): tokenizers and UTF-8 writers refuse it"
+                ),
+            )
+            continue
+        yield where, obj
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(value: Any, field: str = "") -> tuple[str, str] | None:
+    """(field, character) of the first string in a decoded JSON value that holds a lone surrogate:
+    ``json.loads`` joins an escaped pair into one character and keeps a lone one (``"\\ud83d"``)."""
+    if isinstance(value, str):
+        return (field, match.group()) if (match := _SURROGATE.search(value)) else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        name = f"{field}[{key}]" if isinstance(key, int) else f"{field}.{key}" if field else str(key)
+        if (found := _lone_surrogate(item, name)) is not None:
+            return found
+    return None
 
 
 class _RepeatedKey(Exception):

@@ -88,6 +88,22 @@ def test_a_null_or_blank_id_defaults_to_the_location_and_an_id_of_another_type_i
             read_records(path)
 
 
+def test_a_lone_surrogate_is_the_records_error_and_a_pair_is_its_character(tmp_path):
+    """JSON may escape half of a UTF-16 pair (``\ud83d``, text cut inside an emoji): the tokenizer then
+    failed with ``TextEncodeInput must be Union[...]``, a TypeError, and the traceback stopped ``score``."""
+    lines = ['{"id": "a", "candidate": "cut \\ud83d", "labels": {"clarity": 3}}']
+    lines.append('{"id": "b", "candidate": "\\ud83d\\ude00", "labels": {"clarity": 3}}')
+    lines.append('{"id": "c", "candidate": "x", "context": [{"role": "user", "content": "\\udc00"}], "labels": {"clarity": 3}}')
+    path = write_lines(tmp_path / "d.jsonl", lines)
+    with pytest.raises(DataError, match=r"d\.jsonl:1: candidate holds a lone surrogate \(\\ud83d\)"):
+        read_records(path)
+    records, skipped = read_records(path, skip_invalid=True)
+    assert skipped == 2 and [(r.id, r.candidate) for r in records] == [("b", "\N{GRINNING FACE}")]
+    write_lines(path, lines[2:])
+    with pytest.raises(DataError, match=r"d\.jsonl:1: context\[0\]\.content holds a lone surrogate \(\\udc00\)"):
+        read_records(path)
+
+
 def test_parquet_rows_are_read_and_validated(tmp_path):
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
