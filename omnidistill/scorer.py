@@ -32,7 +32,7 @@ from flax import nnx
 
 from omnidistill.config import DataConfig, MeshConfig
 from omnidistill.data.level_dist import level_std
-from omnidistill.data.schema import Record
+from omnidistill.data.schema import Record, surrogate_error, validate_record
 from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
 from omnidistill.eval.predict import (
@@ -243,7 +243,7 @@ class Scorer:
         self,
         predictions: Sequence[str] | str | None = None,
         *,
-        candidates: Sequence[str] | None = None,
+        candidates: Sequence[str | None] | str | None = None,
         sources: Sequence[str | None] | str | None = None,
         references: Sequence[str | None] | str | None = None,
         questions: Sequence[str | None] | str | None = None,
@@ -261,6 +261,9 @@ class Scorer:
     ) -> list[dict[str, Any] | None] | ScoreResult:
         """Four scores per candidate (``None`` for an empty candidate, with a warning), and under
         ``"uncertainty"`` their standard deviations when the model's head gives level distributions.
+        ``candidates`` is a list of texts, or one string (one item). Each item is checked as a file's
+        record is (:func:`validate_record`): a value of the wrong type, or a lone surrogate, is a
+        ``ValueError`` naming the item and the field.
 
         Every field of the record schema can be given as a column (one value per candidate, or one
         value for all): the text fields (``questions``, ``sources``, ``references``, ``contexts``,
@@ -280,7 +283,8 @@ class Scorer:
         if max_length is not None and max_length != self.max_length:
             raise ValueError(f"max_length={max_length}: this model scores with its own max_length={self.max_length}")
         omniscore_call = predictions is not None
-        texts = [predictions] if isinstance(predictions, str) else list(predictions if omniscore_call else candidates)
+        given = predictions if omniscore_call else candidates
+        texts = [given] if isinstance(given, str) else list(given)  # one string is one item, not its characters
         n = len(texts)
 
         def column(values, name):
@@ -305,13 +309,18 @@ class Scorer:
         names = column(None, "ids") if ids is None else [str(i) for i in column(ids, "ids")]
         records, keep = [], []
         for i in range(n):
-            if not isinstance(texts[i], str) or not texts[i].strip():
+            if texts[i] is None or (isinstance(texts[i], str) and not texts[i].strip()):
                 if omniscore_call:
                     raise ValueError(f"prediction {i} is empty")
                 log.warning("candidate %d is empty: no score", i)
                 continue
-            extra = {name: values[i] for name, values in fields.items()}
-            records.append(Record(id=names[i] or str(i), task=tsk[i], lang=lng[i], candidate=texts[i], **extra))
+            # checked as a file's record is: a number, or a half emoji, is an error naming its item and field
+            where = f"{'prediction' if omniscore_call else 'candidate'} {i}"
+            item = {"id": names[i] or str(i), "task": tsk[i], "lang": lng[i], "candidate": texts[i]}
+            item.update((name, values[i]) for name, values in fields.items() if values[i] is not None)
+            if (error := surrogate_error(item, where)) is not None:
+                raise error
+            records.append(validate_record(item, where, require_labels=False))
             keep.append(i)
         encoder = self.encoder
         if omniscore_call and tasks is not None and not encoder.layout.task_line:

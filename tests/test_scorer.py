@@ -78,6 +78,18 @@ def test_scores_are_deterministic_and_order_independent(run_and_export):
             np.testing.assert_allclose(list(x.values()), list(y.values()), atol=1e-6)
     with pytest.raises(ValueError, match="sources has 1 items"):
         scorer.score(candidates=["a", "b"], sources=["x"])
+    # one string is one item (it was scored character by character, 15 items for 15 letters)
+    one = scorer.score(candidates="Paris is the capital of France.")
+    assert len(one) == 1 and one == scorer.score(candidates=["Paris is the capital of France."])
+    # each item is checked as a file's record is: a number was "empty", a half emoji a TypeError from the tokenizer
+    for kwargs, message in [
+        ({"candidates": ["a", 5]}, "candidate 1: candidate must be a string, got int"),
+        ({"candidates": ["a"], "sources": [7]}, "candidate 0: source must be a string, got int"),
+        ({"candidates": ["cut \ud83d"]}, r"candidate 0: candidate holds a lone surrogate \(\\ud83d\)"),
+        ({"predictions": [3.5]}, "prediction 0: candidate must be a string, got float"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            scorer.score(**kwargs)
 
 
 def test_score_cli_jsonl_and_csv(run_and_export, repo_root, tmp_path, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Any
 
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS, SCORE_MAX, SCORE_MIN
@@ -140,6 +141,34 @@ def _conversation(obj: dict, where: str) -> str | None:
             raise DataError(f"{where}: context[{i}] must be an object with string 'role' and 'content'")
         lines.append(f"{turn['role']}: {turn['content']}")
     return "\n".join(lines) or None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(value: Any, field: str = "") -> tuple[str, str] | None:
+    """(field, character) of the first string in a decoded JSON value that holds a lone surrogate:
+    ``json.loads`` joins an escaped pair into one character and keeps a lone one (``"\\ud83d"``)."""
+    if isinstance(value, str):
+        return (field, match.group()) if (match := _SURROGATE.search(value)) else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        name = f"{field}[{key}]" if isinstance(key, int) else f"{field}.{key}" if field else str(key)
+        if (found := _lone_surrogate(item, name)) is not None:
+            return found
+    return None
+
+
+def surrogate_error(obj: Any, where: str) -> DataError | None:
+    """The error for a record holding a lone surrogate in any of its strings, else None: tokenizers and
+    UTF-8 writers refuse one (the message shows it escaped, since printing it fails too)."""
+    if (found := _lone_surrogate(obj)) is None:
+        return None
+    field, char = found
+    return DataError(
+        f"{where}: {field} holds a lone surrogate (\\u{ord(char):04x}), half of a UTF-16 pair and not a "
+        "character (text cut inside one?): tokenizers and UTF-8 writers refuse it"
+    )
 
 
 def validate_record(obj: Any, where: str, *, require_labels: bool = True) -> Record:

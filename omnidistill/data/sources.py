@@ -21,7 +21,7 @@ from typing import Any
 from etils import epath
 
 from omnidistill.data.record_ids import IdCounter, refuse_repeats
-from omnidistill.data.schema import DataError, Record, record_id, validate_record
+from omnidistill.data.schema import DataError, Record, record_id, surrogate_error, validate_record
 from omnidistill.storage import COMPRESSIONS, existing_file
 
 log = logging.getLogger(__name__)
@@ -79,33 +79,10 @@ def _jsonl_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
         except _RepeatedKey as err:
             yield where, DataError(f"{where}: key {err.args[0]!r} appears twice in one object (JSON readers keep one silently)")
             continue
-        if "\\u" in text and (found := _lone_surrogate(obj)) is not None:  # only a \u escape makes one
-            field, char = found
-            yield (
-                where,
-                DataError(
-                    f"{where}: {field} holds a lone surrogate (\\u{ord(char):04x}), half of a UTF-16 pair and not a "
-                    "character (text cut inside one?): tokenizers and UTF-8 writers refuse it"
-                ),
-            )
+        if "\\u" in text and (error := surrogate_error(obj, where)) is not None:  # only a \u escape makes one
+            yield where, error
             continue
         yield where, obj
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _lone_surrogate(value: Any, field: str = "") -> tuple[str, str] | None:
-    """(field, character) of the first string in a decoded JSON value that holds a lone surrogate:
-    ``json.loads`` joins an escaped pair into one character and keeps a lone one (``"\\ud83d"``)."""
-    if isinstance(value, str):
-        return (field, match.group()) if (match := _SURROGATE.search(value)) else None
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        name = f"{field}[{key}]" if isinstance(key, int) else f"{field}.{key}" if field else str(key)
-        if (found := _lone_surrogate(item, name)) is not None:
-            return found
-    return None
 
 
 class _RepeatedKey(Exception):
