@@ -22,6 +22,7 @@ from etils import epath
 
 from omnidistill.data.record_ids import IdCounter, refuse_repeats
 from omnidistill.data.schema import DataError, Record, record_id, surrogate_error, validate_record
+from omnidistill.dimensions import DIMENSIONS
 from omnidistill.storage import COMPRESSIONS, existing_file
 
 log = logging.getLogger(__name__)
@@ -169,8 +170,6 @@ def _csv_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
     """CSV with a header, read a line at a time; label dimensions may be columns; empty cells are
     missing values. Quoting is strict: text after a closing quote is that record's error, and a quote
     never closed stops the reading (every later line would be one value)."""
-    from omnidistill.dimensions import DIMENSIONS
-
     if csv.field_size_limit() < CSV_FIELD_LIMIT:
         csv.field_size_limit(CSV_FIELD_LIMIT)
     name = str(path)
@@ -239,12 +238,18 @@ def _quoting_error(err: csv.Error, where: str) -> DataError:
 def _check_csv_header(path: epath.Path, columns: list[str]) -> None:
     """Refuse a header that would lose or misplace values silently: a column named twice (``csv``
     keeps the last column's value under that name), or one column holding another delimiter's
-    names (a semicolon- or tab-separated file, which would be read as one field per row)."""
+    names (a semicolon- or tab-separated file, which would be read as one field per row); and a column
+    of the schema's objects (``labels``: each of its values would be refused, row by row)."""
     if (column := _first_repeat(columns)) is not None:
         raise DataError(f"{path}:1: column {column!r} appears twice in the header; each column can be read only once")
     if len(columns) == 1 and (found := next((d for d in (";", "\t", "|") if d in columns[0]), None)):
         one = columns[0][:60]
         raise DataError(f"{path}:1: the header is one column, {one!r}: CSV is read comma-separated; this looks {found!r}-separated")
+    if nested := [c for c in ("labels", "annotations", "label_dist") if c in columns]:
+        raise DataError(
+            f"{path}:1: column {nested[0]!r} would hold objects, which a CSV cell cannot: give each label dimension "
+            f"a column of its own ({', '.join(DIMENSIONS)}), or write {', '.join(nested)} to JSONL or Parquet"
+        )
 
 
 def iter_objects(path: str | Path) -> Iterator[tuple[str, Any]]:

@@ -145,6 +145,7 @@ def test_truncation_is_counted_exactly_and_from_a_sample():
         ("id,candidate,question,candidate", r"h\.csv:1: column 'candidate' appears twice"),
         ("id;candidate;question", r"h\.csv:1: the header is one column, 'id;candidate;question'.*looks ';'-separated"),
         ("id\tcandidate", r"h\.csv:1: .*'\\t'-separated"),
+        ("id,candidate,labels", r"h\.csv:1: column 'labels' would hold objects.*a column of its own \(informativeness, clarity"),
     ],
 )
 def test_a_csv_header_that_would_misread_every_row_is_refused(tmp_path, header, message):
