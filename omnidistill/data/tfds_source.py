@@ -20,6 +20,7 @@ from omnidistill.config import TfdsConfig
 from omnidistill.data.schema import META_FIELDS, TEXT_FIELDS, DataError, Record, validate_record
 from omnidistill.data.sources import read_records, refuse_duplicate_ids
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
+from omnidistill.storage import COMPRESSIONS
 
 SCHEMA_NAME = "omnidistill_schema"
 SPLIT_FILES = ("train", "dev", "test")
@@ -84,15 +85,15 @@ def schema_builder_class():
     return OmnidistillSchema
 
 
-MANUAL_SUFFIXES = (".jsonl", ".csv", ".parquet")
-"""The files ``tfds-build`` reads per split, as ``read_records`` reads them."""
+MANUAL_SUFFIXES = (*(f"{kind}{packed}" for kind in (".jsonl", ".csv") for packed in ("", *COMPRESSIONS)), ".parquet")
+"""The files ``tfds-build`` reads per split, as ``read_records`` reads them (JSONL and CSV also compressed)."""
 
 
 def split_files(manual_dir: str | Path) -> dict[str, Path]:
     """{split: file} of the ``train``/``dev``/``test`` files (:data:`MANUAL_SUFFIXES`) in ``manual_dir``;
     an error names the folder when it holds none, or a split with two files."""
     manual = Path(manual_dir)
-    kinds = ", ".join(MANUAL_SUFFIXES[:-1]) + " or " + MANUAL_SUFFIXES[-1]
+    kinds = f".jsonl, .csv or .parquet (the first two also {'/'.join(COMPRESSIONS)})"
     if not manual.is_dir():
         raise DataError(f"{manual}: no such folder (tfds-build reads train/dev/test {kinds} files from --manual-dir)")
     candidates = {split: [manual / f"{split}{ext}" for ext in MANUAL_SUFFIXES] for split in SPLIT_FILES}

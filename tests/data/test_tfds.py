@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+
 import numpy as np
 import pytest
 
@@ -49,19 +51,19 @@ def test_schema_builder_round_trips_the_sample(schema_dir, sample_dir):
             )  # the teacher's distribution, with its missing dimensions, survives TFDS (float32)
 
 
-def test_schema_builder_reads_a_csv_split(tmp_path):
-    """tfds-build takes a split as CSV (as training reads CSV): texts, ids and labels, a missing
-    dimension still missing; it was refused as a folder with no files."""
+@pytest.mark.parametrize("name", ["train.csv", "train.csv.gz"])
+def test_schema_builder_reads_a_csv_split(tmp_path, name):
+    """tfds-build takes a split as CSV, plain or compressed (as training reads them): texts, ids and
+    labels, a missing dimension still missing; it was refused as a folder with no files."""
     from omnidistill.data.tfds_source import TfdsRecords
 
     manual = tmp_path / "manual"
     manual.mkdir()
-    (manual / "train.csv").write_text(
-        'id,task,lang,source,candidate,informativeness,clarity\na,mt,de,"Guten Tag, Welt",Good day world,4,5\nb,mt,de,Hallo,Hello,2,\n'
-    )
+    table = 'id,task,lang,source,candidate,informativeness,clarity\na,mt,de,"Guten Tag, Welt",Good day world,4,5\nb,mt,de,Hallo,Hello,2,\n'
+    (manual / name).write_bytes(gzip.compress(table.encode()) if name.endswith(".gz") else table.encode())
     assert main(["tfds-build", "--manual-dir", str(manual), "--data-dir", str(tmp_path / "tfds")]) == 0
     got = TfdsRecords(TfdsConfig(name="omnidistill_schema", data_dir=str(tmp_path / "tfds")), "train")
-    want = read_records(manual / "train.csv")[0]
+    want = read_records(manual / name)[0]
     fields = lambda r: (r.id, r.source, r.candidate, r.labels)
     assert sorted(map(fields, got[: len(got)])) == list(map(fields, want))
     assert want[1].labels == (2.0, None, None, None)
@@ -147,7 +149,7 @@ def test_tfds_build_names_what_is_wrong_with_its_folder_before_tfds_starts(tmp_p
     (repeated / "dev.jsonl").write_text("\n".join([*lines, lines[2]]) + "\n")
     for manual, message in [
         (tmp_path / "missing", "missing: no such folder"),
-        (tmp_path / "empty", "empty: no train/dev/test .jsonl, .csv or .parquet files"),
+        (tmp_path / "empty", "empty: no train/dev/test .jsonl, .csv or .parquet (the first two also .gz/.bz2/.xz) files"),
         (both, "train.jsonl and train.parquet: two files for one split"),
         (repeated, f"repeated/dev.jsonl:{len(lines) + 1} repeats {repeated / 'dev.jsonl'}:3"),
     ]:
