@@ -2,42 +2,40 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from omnidistill.data.schema import DataError, Record, identifier, label_vector
+from omnidistill.data.sources import iter_objects
 from omnidistill.eval.agreement import mean_rwg, rwg_table
 from omnidistill.eval.metrics import grouped_metrics, regression_metrics
 from omnidistill.eval.report import gold_arrays
 
 
 def load_predictions(path: str | Path, records: Sequence[Record]) -> np.ndarray:
-    """[N, 4] scores aligned to ``records`` by ``id`` from a JSONL file whose lines hold ``id`` and either
-    ``pred`` (omnidistill predictions) or ``labels`` (e.g. an LLM judge's labels). A dimension that is
-    absent or null is not scored (NaN); strings, booleans, NaN and values outside [1, 5] are errors
-    naming the file, line and field, and so is an id given twice."""
-    path = Path(path)
+    """[N, 4] scores aligned to ``records`` by ``id`` from a file whose records hold ``id`` and either
+    ``pred`` (omnidistill predictions) or ``labels`` (e.g. an LLM judge's labels, as ``omnidistill label``
+    writes them): JSONL, or CSV or Parquet with label columns, read as data files are
+    (:func:`iter_objects`: lines end at "\\n" only, so a text holding U+2028 stays one line). A
+    dimension that is absent or null is not scored (NaN); strings, booleans, NaN and values outside
+    [1, 5] are errors naming the file, line and field, and so is an id given twice."""
     by_id: dict[str, list[float]] = {}
-    line_of: dict[str, int] = {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"{where}: invalid JSON ({err.msg})") from None
+    seen_at: dict[str, str] = {}
+    prefix = len(str(path)) + 1
+    for where, obj in iter_objects(path):
+        if isinstance(obj, DataError):
+            raise obj
         ident = identifier(obj, "id", where) if isinstance(obj, dict) else None
         if ident is None:
             raise DataError(f"{where}: expected an object with 'id' and 'pred' or 'labels'")
         field = "pred" if "pred" in obj else "labels"
         scores = label_vector(obj.get(field), where, field)  # the schema's own label checks
+        at = where[prefix:]
         if ident in by_id:
-            raise DataError(f"{where}: id {ident!r} repeats line {line_of[ident]}: predictions are joined to items by id")
-        by_id[ident], line_of[ident] = [np.nan if v is None else v for v in scores], lineno
+            raise DataError(f"{where}: id {ident!r} repeats {seen_at[ident]}: predictions are joined to items by id")
+        by_id[ident], seen_at[ident] = [np.nan if v is None else v for v in scores], f"line {at}" if at.isdigit() else at
     missing = [r.id for r in records if r.id not in by_id]
     if missing:
         raise DataError(f"{path}: no prediction for {len(missing)} item(s), e.g. {', '.join(missing[:3])}")

@@ -62,6 +62,20 @@ def test_judge_comparison_from_files(tmp_path):
         load_predictions(tmp_path / "bad.jsonl", [rec("None", "en", (3.0,) * 4)])
 
 
+def test_a_judge_file_is_read_as_data_files_are(tmp_path):
+    """``omnidistill label`` writes texts unescaped (``ensure_ascii=False``): a U+2028 in one split its
+    line for ``--compare``, which then stopped with "invalid JSON". CSV label columns read too."""
+    recs = [rec(i, "en", (3.0,) * 4) for i in range(2)]
+    judge = tmp_path / "labelled.jsonl"
+    rows = [{"id": "0", "candidate": "one\u2028two", "labels": {"clarity": 2}}, {"id": "1", "candidate": "x", "labels": {"clarity": 4}}]
+    judge.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    assert load_predictions(judge, recs)[:, 1].tolist() == [2.0, 4.0]
+    table = tmp_path / "judge.csv"
+    table.write_text("id,clarity,faithfulness\n1,5,\n0,1,2\n", encoding="utf-8")
+    pred = load_predictions(table, recs)
+    assert pred[:, 1].tolist() == [1.0, 5.0] and pred[0, 3] == 2.0 and np.isnan(pred[1, 3])
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
