@@ -52,8 +52,14 @@ def load_sweep(path: str | Path) -> dict[str, Any]:
     if not isinstance(spec.get("runs"), dict) or not spec["runs"]:
         raise ConfigError(f"{path}:{lines.get('runs', 1)}: runs must map run names to lists of overrides")
     for name, overrides in spec["runs"].items():
+        where = f"{path}:{lines.get(f'runs.{name}', 1)}"
         if not isinstance(overrides, list):
-            raise ConfigError(f"{path}:{lines.get(f'runs.{name}', 1)}: runs.{name} must be a list of key=value overrides")
+            raise ConfigError(f"{where}: runs.{name} must be a list of key=value overrides")
+        if not isinstance(name, str):
+            raise ConfigError(f"{where}: run name {name!r} is not text (YAML read it as a {type(name).__name__}): quote it")
+        if name.strip() in ("", ".", "..") or any(c in name for c in "/\\"):
+            # the run trains into OUTPUT_DIR/<name>: ".." was the sweep folder's parent, "a/b" a folder in a folder
+            raise ConfigError(f"{where}: run name {name!r} must be a folder name (without / or \\, not . or ..)")
     base = Path(spec.get("base", ""))
     if not base.is_file() and (path.parent / base).is_file():
         base = path.parent / base

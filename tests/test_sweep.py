@@ -100,6 +100,12 @@ def test_malformed_sweep_is_named(tmp_path, repo_root):
     path.write_text("output_dir: x\nbase: missing.yaml\nruns: {a: [model.head=ordinal]}\n")
     with pytest.raises(ConfigError, match=f"{path}:2: base: 'missing.yaml' is not a file"):
         load_sweep(path)
+    # a run trains into OUTPUT_DIR/<name>: ".." trained into the sweep folder's parent
+    names = [('".."', r"run name '\.\.' must be a folder name"), ('"a/b"', "run name 'a/b' must be"), ("7", "run name 7 is not text")]
+    for name, message in names:
+        path.write_text(f"base: {base}\nruns:\n  ok: [model.head=ordinal]\n  {name}: [model.head=ordinal]\n")
+        with pytest.raises(ConfigError, match=rf"{path}:4: {message}"):
+            load_sweep(path)
 
 
 def test_every_run_is_checked_before_the_first_trains(tmp_path, repo_root, capsys):
