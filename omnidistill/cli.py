@@ -112,9 +112,9 @@ def _score(args: argparse.Namespace) -> int:
     from omnidistill.scorer import Scorer
 
     _one_process("score", ON_ONE_HOST)
-    check_paths(args.input, args.output, args.resume)  # before the model is loaded
+    inputs, _ = check_paths(args.input, args.output, args.resume)  # before the model is loaded
     scorer = Scorer.load(args.model, batch_size=args.batch_size, pack_length=args.pack_length, batch_tokens=args.batch_tokens)
-    done = score_file(scorer, args.input, args.output, resume=args.resume, skip_invalid=args.skip_invalid, chunk=args.chunk, progress=True)
+    done = score_file(scorer, inputs, args.output, resume=args.resume, skip_invalid=args.skip_invalid, chunk=args.chunk, progress=True)
     resumed = f" (kept {done['resumed']} already scored, scored {done['scored']})" if args.resume else ""
     skipped = f"; {done['skipped']} invalid skipped" if done["skipped"] else ""
     print(f"scored {done['items']} items with {scorer.source} -> {args.output}{resumed}{skipped}")
@@ -284,7 +284,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("score", help="score a JSONL/CSV/Parquet file with a trained or exported model")
     p.add_argument("--model", required=True, help="run directory (orbax checkpoint) or exported Hugging Face folder")
     p.add_argument(
-        "--input", required=True, nargs="+", help="input file(s): .jsonl, .csv or .parquet with candidate and optional context fields"
+        "--input",
+        required=True,
+        nargs="+",
+        help="input files or quoted glob patterns: .jsonl, .csv (either also .gz/.bz2/.xz) or .parquet; candidate and context fields",
     )
     p.add_argument("--output", required=True, help="output JSONL: each input item plus its scores")
     p.add_argument("--batch-size", type=at_least(1), default=64, help="items per batch where batches are not filled by tokens (default 64)")

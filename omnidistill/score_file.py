@@ -26,7 +26,7 @@ from omnidistill.data.schema import DataError, Record
 from omnidistill.data.sources import RecordStream, refuse_duplicate_ids
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.runs.run_dir import atomic_write_text
-from omnidistill.storage import existing_file, output_file
+from omnidistill.storage import existing_file, expand_patterns, output_file
 
 log = logging.getLogger(__name__)
 
@@ -112,15 +112,18 @@ def check_same_scorer(output: Path, scorer: Any) -> None:
         )
 
 
-def check_paths(inputs: Sequence[str | Path], output: str | Path, resume: bool) -> Path:
-    """What ``score`` can check before loading a model: every input exists, the output is not one of
-    them and holds nothing unless resuming. Makes the output's folder; returns the output path."""
+def check_paths(inputs: Sequence[str | Path], output: str | Path, resume: bool) -> tuple[list[str | Path], Path]:
+    """What ``score`` can check before loading a model: every input exists (a glob pattern is replaced by
+    the files it matches, before the output exists, so that it never matches the output), the output is
+    not one of them and holds nothing unless resuming. Makes the output's folder; returns the input
+    files and the output path."""
+    inputs = expand_patterns(inputs, DataError)
     for name in inputs:
         existing_file(name, DataError)
     output = output_file(output, inputs, "scores")
     if not resume and output.exists() and output.stat().st_size:
         raise FileExistsError(f"{output} exists: pass --resume to continue it, or remove it")
-    return output
+    return inputs, output
 
 
 def score_file(
@@ -135,7 +138,7 @@ def score_file(
 ) -> dict[str, Any]:
     """Score ``inputs`` into ``output`` chunk by chunk; returns ``{"items", "resumed", "scored",
     "skipped", "truncated", "means"}`` (``means``: a :class:`GroupMeans` over every output line)."""
-    output = check_paths(inputs, output, resume)
+    inputs, output = check_paths(inputs, output, resume)
     resuming = resume and output.exists()
     if resuming:
         refuse_duplicate_ids(inputs, "score --resume matches the output to the input by id")

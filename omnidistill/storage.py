@@ -55,6 +55,45 @@ def existing_file(path: str | os.PathLike, error: type[Exception], missing: str 
     return input_path(path)
 
 
+_WILDCARDS = "*?["
+
+
+def expand_patterns(paths: Sequence[str | os.PathLike], error: type[Exception]) -> list[str | os.PathLike]:
+    """``paths`` with each glob pattern (``data/train-*.jsonl.gz``, local or ``gs://``) replaced by the
+    files it matches, sorted by name; other paths as given. A name that exists as a file is itself,
+    wildcard characters or not. A pattern that matches no file is ``error`` naming it."""
+    out: list[str | os.PathLike] = []
+    for path in paths:
+        text = str(path)
+        first = min((i for i in map(text.find, _WILDCARDS) if i >= 0), default=-1)
+        try:
+            literal = first < 0 or is_file(path)
+        except StorageError as err:
+            raise error(str(err)) from None
+        if literal:
+            out.append(path)
+            continue
+        split = text.rfind("/", 0, first) + 1  # the folder before the first wildcard, and the pattern in it
+        folder = input_path(text[:split] or ".")
+        found = sorted(str(p) if split else str(p.relative_to(folder)) for p in folder.glob(text[split:]) if p.is_file())
+        if not found:
+            raise error(f"{text}: no file matches this pattern")
+        out.extend(found)
+    return out
+
+
+def files_at_hand(paths: Sequence[str | os.PathLike]) -> list[str]:
+    """The existing files among ``paths``, glob patterns expanded; a name or pattern with no file is
+    left out (for what reads a split only if it is there: a model card's counts, eval's baseline)."""
+    found: list[str] = []
+    for path in paths:
+        try:
+            found += [str(f) for f in expand_patterns([path], StorageError) if is_file(f)]
+        except StorageError:
+            continue
+    return found
+
+
 def output_file(output: str | os.PathLike, inputs: Sequence[str | os.PathLike], what: str) -> Path:
     """``output`` checked before any work: not a folder and not one of ``inputs`` (writing ``what`` over
     it would lose the items); its folder is made. Returns it as a :class:`Path`."""

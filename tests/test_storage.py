@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -33,10 +34,14 @@ def fake_bucket(tmp_path):
         @classmethod
         def _strip_protocol(cls, path):
             path = str(path)
-            for prefix in ("gs://bucket/", "gcs://bucket/"):
+            for prefix in ("gs://bucket/", "gcs://bucket/", "gs://bucket", "gcs://bucket"):
                 if path.startswith(prefix):
-                    path = str(root / path[len(prefix) :])
+                    path = str(root / path[len(prefix) :].lstrip("/"))
+                    break
             return super()._strip_protocol(path)
+
+        def glob(self, path, **kwargs):  # gcsfs answers "bucket/name", not the folder behind the fake
+            return [f"bucket/{Path(found).relative_to(root).as_posix()}" for found in super().glob(path, **kwargs)]
 
     saved = {name: fsspec.registry.get(name) for name in ("gs", "gcs")}
     for name in saved:
@@ -93,3 +98,23 @@ def test_a_folder_given_as_a_file_is_called_a_folder(tmp_path, sample_dir):
     with pytest.raises(DataError, match=r"nothing\.jsonl: file not found"):
         read_records(str(tmp_path / "nothing.jsonl"))
     assert main(["score", "--model", str(tmp_path), "--input", str(sample_dir), "--output", str(tmp_path / "o.jsonl")]) == 2
+
+
+def test_glob_patterns_expand_to_sorted_files_locally_and_in_a_bucket(fake_bucket, tmp_path, sample_dir):
+    """Sharded splits (``train-*.jsonl.gz``) are named by one pattern, in config lists and on the
+    command line, read in the order of their names; a name that is a file is itself."""
+    from omnidistill.storage import expand_patterns
+
+    lines = (sample_dir / "dev.jsonl").read_text().splitlines(keepends=True)
+    for root in (tmp_path / "shards", fake_bucket):
+        root.mkdir(exist_ok=True)
+        for i, part in enumerate((lines[:100], lines[100:200], lines[200:])):
+            (root / f"dev-{2 - i}.jsonl").write_text("".join(part))  # names sort the other way round
+    (tmp_path / "shards" / "odd[1].jsonl").write_text(lines[0])
+    local, _ = read_records(str(tmp_path / "shards" / "dev-*.jsonl"))
+    remote, _ = read_records("gs://bucket/dev-?.jsonl")
+    whole, _ = read_records(sample_dir / "dev.jsonl")
+    assert local == remote == whole[200:] + whole[100:200] + whole[:100]
+    assert expand_patterns([str(tmp_path / "shards" / "odd[1].jsonl")], DataError) == [str(tmp_path / "shards" / "odd[1].jsonl")]
+    with pytest.raises(DataError, match=r"shards/nope-\*\.jsonl: no file matches this pattern"):
+        read_records(str(tmp_path / "shards" / "nope-*.jsonl"))

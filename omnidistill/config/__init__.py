@@ -112,8 +112,13 @@ class DataConfig:
     """Input files and batching."""
 
     train: list[str] = dataclasses.field(default_factory=list)
+    """Training files: JSONL, CSV or Parquet, local or ``gs://`` (JSONL and CSV also ``.gz``, ``.bz2``,
+    ``.xz``), read in the order given; a glob pattern (``data/train-*.jsonl.gz``) stands for the files
+    it matches, in the order of their names, and matching none is an error."""
     dev: list[str] = dataclasses.field(default_factory=list)
+    """Dev files, named as ``train``'s; the best checkpoint is chosen by their MAE."""
     test: list[str] = dataclasses.field(default_factory=list)
+    """Test files, named as ``train``'s; what ``omnidistill eval`` scores by default."""
     max_length: int = 512
     """Token budget per example (special tokens included); longer inputs are cut by ``truncation``.
     It must fit the model's positions (``max_position_embeddings``), and so must the bucket that pads it

@@ -23,7 +23,7 @@ from etils import epath
 from omnidistill.data.record_ids import IdCounter, refuse_repeats
 from omnidistill.data.schema import DataError, Record, record_id, surrogate_error, validate_record
 from omnidistill.dimensions import DIMENSIONS
-from omnidistill.storage import COMPRESSIONS, existing_file
+from omnidistill.storage import COMPRESSIONS, existing_file, expand_patterns
 
 log = logging.getLogger(__name__)
 
@@ -278,7 +278,7 @@ class RecordStream:
     ids label items here; :func:`refuse_duplicate_ids` is for joins)."""
 
     def __init__(self, paths: str | Path | Sequence[str | Path], *, skip_invalid: bool = False, require_labels: bool = True):
-        self.paths = [paths] if isinstance(paths, str | Path) else list(paths)
+        self.paths = expand_patterns([paths] if isinstance(paths, str | Path) else list(paths), DataError)
         self.skip_invalid, self.require_labels = skip_invalid, require_labels
         self.skipped = 0
         self.duplicate_ids: int | None = None
@@ -342,6 +342,7 @@ def refuse_duplicate_ids(paths: Sequence[str | Path], why: str) -> None:
                     except DataError:  # the record's own error, raised (or skipped) when it is read
                         yield where, where
 
+    paths = expand_patterns(paths, DataError)
     counter = IdCounter()
     for ident, _ in located():
         counter.add(ident)

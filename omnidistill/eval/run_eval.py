@@ -34,14 +34,14 @@ from omnidistill.eval.report import build_report, mean_baseline, train_mean_labe
 from omnidistill.eval.uncertainty import uncertainty_report
 from omnidistill.parallel.mesh import build_mesh, replicated
 from omnidistill.runs.load import load_trained
-from omnidistill.storage import is_file
+from omnidistill.storage import files_at_hand, is_file
 
 log = logging.getLogger(__name__)
 
 
 def train_mean_baseline(cfg: Any, records: list, model_mae: float) -> dict | None:
     """The constant baseline (the run's training-label means) on ``records``; None without training data."""
-    files = [f for f in cfg.data.train if Path(f).is_file()]
+    files = files_at_hand(cfg.data.train)
     if not files:
         return None
     train, _ = read_records(files, skip_invalid=True)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from omnidistill.config import Config
 from omnidistill.data.sources import iter_objects
 from omnidistill.dimensions import DIMENSIONS
+from omnidistill.storage import files_at_hand
 
 TAGS = ["omnidistill", "omniscore", "text-evaluation", "regression", "llm-as-a-judge"]
 METRICS = (("mae", "MAE"), ("rmse", "RMSE"), ("pearson", "Pearson r"), ("acc1", "Acc@±1"))
@@ -49,14 +49,10 @@ class DataSummary:
     teachers: tuple[str, ...]
 
 
-def _existing(files: Sequence[str]) -> list[str]:
-    return [f for f in files if Path(f).is_file()]
-
-
 def summarize_data(cfg: Config) -> DataSummary:
     """Counts and languages of the training split, dev size, and the judge models that ``omnidistill
     label`` recorded (``teacher.judgments[].model``); None where the files are not at hand."""
-    train, dev = _existing(cfg.data.train), _existing(cfg.data.dev)
+    train, dev = files_at_hand(cfg.data.train), files_at_hand(cfg.data.dev)
     languages: set[str] = set()
     teachers: set[str] = set()
     count = 0

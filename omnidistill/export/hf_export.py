@@ -40,6 +40,7 @@ from omnidistill.models.heads import HEADS
 from omnidistill.models.registry import get_family
 from omnidistill.models.weights import flax_to_hf
 from omnidistill.runs.load import load_trained
+from omnidistill.storage import files_at_hand
 
 log = logging.getLogger(__name__)
 HF_HEADS = {("cls", "linear_sigmoid"), ("cls", "classification")}
@@ -296,7 +297,7 @@ def export_run(
     if verify is None:
         verify = consumer_available(folder_format)
     if verify:
-        files = [f for f in (cfg.data.test or cfg.data.dev or cfg.data.train) if Path(f).is_file()]
+        files = files_at_hand(cfg.data.test or cfg.data.dev or cfg.data.train)
         records = PROBE_RECORDS + (read_records(files, skip_invalid=True)[0][:14] if files else [])
         summary["max_abs_diff"] = verify_folder(tmp, folder_format, params, graphdef, encoder, records, tolerance)
         summary["verified"] = True

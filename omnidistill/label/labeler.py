@@ -29,7 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 from omnidistill.data.level_dist import expected_level, level_split
-from omnidistill.data.schema import Record
+from omnidistill.data.schema import DataError, Record
 from omnidistill.data.sources import read_records
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.label import checklist as ce
@@ -43,7 +43,7 @@ from omnidistill.label.omniscore_prompts import PROMPTS, omniscore_messages, pro
 from omnidistill.label.parse import JudgeOutputError, parse_judgment, parse_list, parse_nested_judgment, parse_pairwise_choice
 from omnidistill.label.prompts import judge_messages
 from omnidistill.runs.run_dir import atomic_write_text
-from omnidistill.storage import output_file
+from omnidistill.storage import expand_patterns, output_file
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +220,7 @@ class Labeler:
 
     def label_file(self, inputs: list[str], output: str | Path) -> dict[str, Any]:
         """Label every record of ``inputs``; writes ``output``, ``output.failed.jsonl`` and ``output.stats.json``."""
+        inputs = expand_patterns(inputs, DataError)  # before the output check: a pattern may match an earlier output
         output = output_file(output, inputs, "labels")  # checked before the first request
         records, skipped = read_records(inputs, require_labels=False)
         results = self._run_all(self.label, records, desc="label", unit="item")
@@ -289,6 +290,7 @@ class Labeler:
         models or null on a tie, each model's verdict and feedback), ``output.failed.jsonl`` and
         ``output.stats.json``.
         """
+        inputs = expand_patterns(inputs, DataError)  # before the output check: a pattern may match an earlier output
         output = output_file(output, inputs, "labels")  # checked before the first request
         records, skipped = read_records(inputs, require_labels=False)
         groups: dict[str, list[Record]] = {}
