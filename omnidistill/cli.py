@@ -209,11 +209,41 @@ def at_least(low: float, kind: type = int) -> Callable[[str], float]:
     return parse
 
 
+def version_line() -> str:
+    """``omnidistill X`` and the versions of the stack it runs on (for bug reports), read from the
+    installed packages' metadata without importing them."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from omnidistill import __version__
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    stack = ", ".join(f"{name} {installed(name)}" for name in ("jax", "flax", "optax", "orbax-checkpoint", "grain", "transformers"))
+    return f"omnidistill {__version__} (Python {sys.version.split()[0]}; {stack})"
+
+
+class PrintVersion(argparse.Action):
+    """``--version``: :func:`version_line` on one line (argparse's own action wraps it to the terminal),
+    looked up only when asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object, option_string: str | None = None):
+        print(version_line())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     from omnidistill.config.reference import config_reference_text
 
     parser = argparse.ArgumentParser(prog="omnidistill", description="Distill LLM-judge Likert labels into fast encoder regressors (JAX).")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action=PrintVersion, help="print the versions of omnidistill and its stack, and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser(

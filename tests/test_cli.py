@@ -165,6 +165,21 @@ def test_help_documents_every_config_key(capsys):
         assert key in out
 
 
+def test_version_names_the_installed_package_and_its_stack(capsys):
+    """``omnidistill --version`` (for bug reports): the version the package was installed as, which
+    ``omnidistill.__version__`` must equal, and the stack's versions, on one line."""
+    from importlib.metadata import version
+
+    import omnidistill
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and out.count("\n") == 1
+    assert out.startswith(f"omnidistill {version('omnidistill')} (Python ") and omnidistill.__version__ == version("omnidistill")
+    assert f"jax {version('jax')}" in out and f"transformers {version('transformers')}" in out
+
+
 def test_a_bad_lang_weights_file_is_refused_before_any_work(trained_run, tmp_path, capsys, bert_random_draws, monkeypatch):
     """``eval.lang_weights`` is read when training starts (it used to fail at the first dev evaluation,
     after an epoch of training), and ``eval --lang-weights`` before the scoring pass."""
