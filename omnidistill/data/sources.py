@@ -42,6 +42,8 @@ def _physical_lines(path: epath.Path) -> Iterator[bytes]:
         count = 0
         try:
             for line in lines:
+                if count == 0 and line.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 (or 32) byte order marks
+                    raise DataError(f"{path}: the file is UTF-16 or UTF-32 (its byte order mark says so); save it as UTF-8")
                 yield line.removeprefix(b"\xef\xbb\xbf") if count == 0 else line
                 count += 1
         except (OSError, EOFError, zlib.error, getattr(module, "LZMAError", OSError)) as err:  # corrupt or cut

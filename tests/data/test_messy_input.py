@@ -32,6 +32,10 @@ def test_utf8_bom_is_accepted_in_jsonl_and_csv(tmp_path):
     csv = tmp_path / "bom.csv"
     csv.write_bytes(b"\xef\xbb\xbfid,candidate,clarity\n7,hello,4\n")
     assert read_records([str(csv)])[0][0].id == "7"
+    for path in (csv, jsonl):  # a UTF-16 file (Excel's "Unicode text") is named as such, not "not valid UTF-8"
+        path.write_bytes(path.read_bytes().decode("utf-8-sig").encode("utf-16"))
+        with pytest.raises(DataError, match=rf"{path.name}: the file is UTF-16 or UTF-32 .*save it as UTF-8"):
+            read_records([str(path)])
 
 
 def test_csv_quoted_line_breaks_keep_physical_line_numbers(tmp_path):
