@@ -418,6 +418,20 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ValueError, OSError, RuntimeError) as err:  # OSError: a missing, blocked or unwritable path
         print(f"omnidistill {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: what is kept and how to go on, not a traceback
+        print(f"\nomnidistill {args.command}: interrupted{interrupted_hint(args)}", file=sys.stderr)
+        return 130
+
+
+def interrupted_hint(args: argparse.Namespace) -> str:
+    """What a command interrupted by Ctrl-C left, and the command that continues it."""
+    if args.command == "score":
+        return f"; the lines already written to {args.output} are kept: the same command with --resume scores the rest"
+    if args.command in ("train", "sweep"):
+        return "; the checkpoints already saved are kept: the same command with --resume continues from the last one"
+    if args.command == "label":
+        return "; the answers already received are cached: the same command does not ask for them again"
+    return ""
 
 
 if __name__ == "__main__":

@@ -132,6 +132,30 @@ def test_score_cli_malformed_input_names_the_line(run_and_export, tmp_path, caps
     assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 2
 
 
+def test_ctrl_c_keeps_the_written_lines_and_says_how_to_continue(run_and_export, tmp_path, capsys, monkeypatch):
+    """Ctrl-C printed a 30-line traceback ending in KeyboardInterrupt; now one line says what is kept
+    and how to go on (exit status 130), and --resume does."""
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps({"id": str(i), "candidate": f"answer {i}"}) + "\n" for i in range(3)))
+    out = tmp_path / "out.jsonl"
+    real, calls = Scorer.predict, []
+
+    def interrupted_at_the_second_chunk(self, records, **kwargs):
+        calls.append(len(records))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, records, **kwargs)
+
+    monkeypatch.setattr(Scorer, "predict", interrupted_at_the_second_chunk)
+    args = ["score", "--model", str(run_and_export[1]), "--input", str(data), "--output", str(out), "--chunk", "1"]
+    assert main(args) == 130
+    assert f"omnidistill score: interrupted; the lines already written to {out} are kept" in capsys.readouterr().err
+    assert len(out.read_text().splitlines()) == 1
+    monkeypatch.setattr(Scorer, "predict", real)
+    assert main([*args, "--resume"]) == 0
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["0", "1", "2"]
+
+
 def test_score_cli_checks_its_paths_before_loading_the_model(run_and_export, repo_root, tmp_path, capsys, monkeypatch):
     """A missing input, an output that is an input, or an output that exists is refused before the model
     loads and writes nothing; an output in a new folder gets the folder."""
