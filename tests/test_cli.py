@@ -47,6 +47,29 @@ def test_refuses_to_overwrite_then_resumes(trained_run, capsys, bert_random_draw
     assert logged == sorted(set(logged)) and logged[-1] == 6  # steps 4-6 logged once, not twice
 
 
+def test_ctrl_c_during_training_finishes_the_checkpoint_being_written(trained_tiny, repo_root, tmp_path, capsys, monkeypatch):
+    """Ctrl-C right after a checkpoint started (orbax writes it in the background) used to end the
+    process under the write: the step stayed an unfinished ``*.orbax-checkpoint-tmp`` folder, with a
+    traceback from orbax's thread after the message. The write is now waited for, then the run stops."""
+    from omnidistill.runs.checkpoint import RunCheckpoints
+
+    run = shutil.copytree(trained_tiny, tmp_path / "run")
+    shutil.rmtree(run / "checkpoints" / "6")
+    events, real_save, real_wait = [], RunCheckpoints.save, RunCheckpoints.wait
+
+    def save_then_ctrl_c(self, step, *args, **kwargs):
+        real_save(self, step, *args, **kwargs)
+        events.append(f"save {step}")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RunCheckpoints, "save", save_then_ctrl_c)
+    monkeypatch.setattr(RunCheckpoints, "wait", lambda self: events.append("wait") or real_wait(self))
+    assert main([*tiny_run_args(repo_root, run, *TRAINED_TINY), "--resume"]) == 130
+    assert events == ["save 6", "wait"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["3", "6"]  # step 6 written whole
+    assert "omnidistill train: interrupted; the checkpoints already saved are kept" in capsys.readouterr().err
+
+
 def test_eval_names_where_a_relative_split_file_was_looked_for(trained_tiny, repo_root, tmp_path, monkeypatch, capsys):
     """The run's config keeps data paths as given: eval from another directory names the key, the
     config file and the directory a relative path was read from, and the way out (--data)."""
