@@ -23,7 +23,6 @@ def load_predictions(path: str | Path, records: Sequence[Record]) -> np.ndarray:
     [1, 5] are errors naming the file, line and field, and so is an id given twice."""
     by_id: dict[str, list[float]] = {}
     seen_at: dict[str, str] = {}
-    prefix = len(str(path)) + 1
     for where, obj in iter_objects(path):
         if isinstance(obj, DataError):
             raise obj
@@ -32,7 +31,7 @@ def load_predictions(path: str | Path, records: Sequence[Record]) -> np.ndarray:
             raise DataError(f"{where}: expected an object with 'id' and 'pred' or 'labels'")
         field = "pred" if "pred" in obj else "labels"
         scores = label_vector(obj.get(field), where, field)  # the schema's own label checks
-        at = where[prefix:]
+        at = where.rpartition(":")[2]  # "4" of a JSONL or CSV line, "row 3" of a Parquet row
         if ident in by_id:
             raise DataError(f"{where}: id {ident!r} repeats {seen_at[ident]}: predictions are joined to items by id")
         by_id[ident], seen_at[ident] = [np.nan if v is None else v for v in scores], f"line {at}" if at.isdigit() else at

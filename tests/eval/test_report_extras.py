@@ -155,9 +155,12 @@ def test_a_cross_lingual_section_with_too_little_data_says_so_in_one_sentence():
     assert "| de | 6 |" in text and "Too little" not in text
 
 
-def test_repeated_ids_in_a_prediction_file_are_refused_with_both_lines(tmp_path):
+def test_repeated_ids_in_a_prediction_file_are_refused_with_both_lines(tmp_path, monkeypatch):
     recs = [rec(i, "en", (3.0,) * 4) for i in range(3)]
     judge = tmp_path / "judge.jsonl"
     judge.write_text("\n".join(json.dumps({"id": i, "labels": {"clarity": 3}}) for i in ("0", "1", "2", "1")))
     with pytest.raises(DataError, match=r"judge\.jsonl:4: id '1' repeats line 2"):
         load_predictions(judge, recs)
+    monkeypatch.chdir(tmp_path)  # "./judge.jsonl" is read as "judge.jsonl": the line is still named
+    with pytest.raises(DataError, match=r"judge\.jsonl:4: id '1' repeats line 2"):
+        load_predictions("./judge.jsonl", recs)
