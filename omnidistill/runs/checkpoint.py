@@ -9,8 +9,10 @@ leaves a half-written step that looks finished.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +153,18 @@ class RunCheckpoints:
     def wait(self) -> None:
         self.latest.wait_until_finished()
         self.best.wait_until_finished()
+
+    @contextlib.contextmanager
+    def finished_on_interrupt(self) -> Iterator[None]:
+        """Ctrl-C inside the block: the checkpoint orbax is still writing in the background is finished
+        (and kept) and the managers closed before ``KeyboardInterrupt`` goes on; otherwise the process
+        ended under the write, leaving an unfinished ``*.orbax-checkpoint-tmp`` folder."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.wait()
+            self.close()
+            raise
 
     def close(self) -> None:
         self.latest.close()

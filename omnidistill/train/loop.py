@@ -134,45 +134,40 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     meter, pending, skipped, last_dev, preempted, stopped = WindowMeter(jax.process_count()), [], 0, None, False, False
     state, step = run.state, run.start_step
     first_line = run.data_scalars() if run.start_step == 0 else {}  # the run's input counts, logged once
-    try:
-        with PreemptionGuard(every=cfg.train.preemption_check_every) as guard:
-            while step < cadence.total_steps:
-                profile.before(step + 1)
-                waited = time.perf_counter()
-                local = next(run.batches)
-                meter.add_batch(local, time.perf_counter() - waited)
-                state, metrics = run.step_fn(state, run.global_batch(local))
-                pending.append(metrics)
-                step += 1
-                bar.update(1)
-                profile.after(step, metrics)
-                preempted = guard.should_stop(step)
-                at_log, at_eval, at_ckpt = cadence.log(step), cadence.evaluate(step), cadence.checkpoint(step, preempted)
-                if at_log or at_eval or at_ckpt:
-                    skipped += settle(pending, step - len(pending) + 1, cfg.train.nonfinite, meter)
-                    pending = []
-                if at_log:
-                    scalars = meter.scalars()
-                    bar.set_postfix(loss=f"{scalars['loss']:.4f}", tok_s=f"{scalars['tokens_per_s']:,.0f}")
-                    memory = {"device_peak_gb": peak} if (peak := device_peak_gb()) is not None else {}
-                    sink.write(step, {**scalars, **memory, "skipped_updates": skipped, **run.lr_scalars(step), **first_line})
-                    meter.reset()
-                    first_line = {}
-                if at_eval:
-                    with meter.paused():
-                        last_dev, dev = evaluate_dev(run, state.params, step, sink, bar)
-                        best.offer(run, step, state.params, dev["dev_mae"])
-                        stopped = stopper.update(step, dev, write=jax.process_index() == 0)
-                if at_ckpt or stopped:
-                    run.checkpoints.save(step, state, run.batches)
-                if preempted or stopped:
-                    bar.write(f"preempted: checkpoint saved at step {step}; continue with --resume" if preempted else
-                              f"early stopping: {stopper.bad_evals} evaluations without a better {stopper.metric}")  # fmt: skip
-                    break
-    except KeyboardInterrupt:  # Ctrl-C: a checkpoint being written is finished (and kept) before the process ends
-        run.checkpoints.wait()
-        run.checkpoints.close()
-        raise
+    with PreemptionGuard(every=cfg.train.preemption_check_every) as guard, run.checkpoints.finished_on_interrupt():
+        while step < cadence.total_steps:
+            profile.before(step + 1)
+            waited = time.perf_counter()
+            local = next(run.batches)
+            meter.add_batch(local, time.perf_counter() - waited)
+            state, metrics = run.step_fn(state, run.global_batch(local))
+            pending.append(metrics)
+            step += 1
+            bar.update(1)
+            profile.after(step, metrics)
+            preempted = guard.should_stop(step)
+            at_log, at_eval, at_ckpt = cadence.log(step), cadence.evaluate(step), cadence.checkpoint(step, preempted)
+            if at_log or at_eval or at_ckpt:
+                skipped += settle(pending, step - len(pending) + 1, cfg.train.nonfinite, meter)
+                pending = []
+            if at_log:
+                scalars = meter.scalars()
+                bar.set_postfix(loss=f"{scalars['loss']:.4f}", tok_s=f"{scalars['tokens_per_s']:,.0f}")
+                memory = {"device_peak_gb": peak} if (peak := device_peak_gb()) is not None else {}
+                sink.write(step, {**scalars, **memory, "skipped_updates": skipped, **run.lr_scalars(step), **first_line})
+                meter.reset()
+                first_line = {}
+            if at_eval:
+                with meter.paused():
+                    last_dev, dev = evaluate_dev(run, state.params, step, sink, bar)
+                    best.offer(run, step, state.params, dev["dev_mae"])
+                    stopped = stopper.update(step, dev, write=jax.process_index() == 0)
+            if at_ckpt or stopped:
+                run.checkpoints.save(step, state, run.batches)
+            if preempted or stopped:
+                bar.write(f"preempted: checkpoint saved at step {step}; continue with --resume" if preempted else
+                          f"early stopping: {stopper.bad_evals} evaluations without a better {stopper.metric}")  # fmt: skip
+                break
     profile.close()
     bar.close()
     sink.close()
