@@ -42,9 +42,11 @@ def _physical_lines(path: epath.Path) -> Iterator[bytes]:
         count = 0
         try:
             for line in lines:
-                if count == 0 and line.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 (or 32) byte order marks
-                    raise DataError(f"{path}: the file is UTF-16 or UTF-32 (its byte order mark says so); save it as UTF-8")
-                yield line.removeprefix(b"\xef\xbb\xbf") if count == 0 else line
+                if count == 0:
+                    if line.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 (or 32) byte order marks
+                        raise DataError(f"{path}: the file is UTF-16 or UTF-32 (its byte order mark says so); save it as UTF-8")
+                    line = line.removeprefix(b"\xef\xbb\xbf")
+                yield line
                 count += 1
         except (OSError, EOFError, zlib.error, getattr(module, "LZMAError", OSError)) as err:  # corrupt or cut
             raise DataError(f"{path}:{count + 1}: cannot read the {path.suffix} data: {err}") from None
@@ -254,6 +256,10 @@ def _check_csv_header(path: epath.Path, columns: list[str]) -> None:
         )
 
 
+JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+"""Names of files read as one JSON object per line."""
+
+
 def iter_objects(path: str | Path) -> Iterator[tuple[str, Any]]:
     """(location, decoded object or DataError) for every record of a JSONL, CSV or Parquet file, local or
     in a bucket (``gs://``; :mod:`omnidistill.storage`); JSONL and CSV may be compressed (:data:`COMPRESSIONS`)."""
@@ -261,11 +267,11 @@ def iter_objects(path: str | Path) -> Iterator[tuple[str, Any]]:
     kind = path.suffix
     if kind in COMPRESSIONS:
         kind = Path(path.stem).suffix
-        if kind not in (".jsonl", ".json", ".ndjson", ".csv"):
+        if kind not in (*JSONL_SUFFIXES, ".csv"):
             raise DataError(f"{path}: unsupported file type {kind + path.suffix!r} (compressed: .jsonl or .csv files)")
     if kind == ".parquet":
         return _parquet_objects(path)
-    if kind in (".jsonl", ".json", ".ndjson"):
+    if kind in JSONL_SUFFIXES:
         return _jsonl_objects(path)
     if kind == ".csv":
         return _csv_objects(path)
@@ -335,6 +341,8 @@ def refuse_duplicate_ids(paths: Sequence[str | Path], why: str) -> None:
     One pass counts repeats at 8 bytes per record; only when there are some does a second pass
     locate them."""
 
+    paths = expand_patterns(paths, DataError)
+
     def located() -> Iterator[tuple[str, str]]:
         for path in paths:
             for where, obj in iter_objects(path):
@@ -344,7 +352,6 @@ def refuse_duplicate_ids(paths: Sequence[str | Path], why: str) -> None:
                     except DataError:  # the record's own error, raised (or skipped) when it is read
                         yield where, where
 
-    paths = expand_patterns(paths, DataError)
     counter = IdCounter()
     for ident, _ in located():
         counter.add(ident)
