@@ -298,11 +298,11 @@ def _bias_and_grads(position_bias, seq: int, cfg) -> tuple:
     return np.asarray(position_bias(q, k, pk, pq, columns)), [np.asarray(g) for g in grads]
 
 
-@pytest.mark.parametrize("lever", ["deberta-slices", "deberta-dot-order", "deberta-one-block"])
+@pytest.mark.parametrize("lever", ["deberta-cpu-layout", "deberta-rows-gathered", "deberta-product-einsum", "deberta-one-block"])
 def test_deberta_levers_give_the_models_scores_and_gradients(repo_root, monkeypatch, lever):
     """tools/bench_levers.py's DeBERTa variants change how the c2p + p2c scores are made, not what they
-    are: scores and gradients equal the model's at 1, 3, 40 and 96 positions (one block, blocks of 8 and
-    of 32), so an A/B on a GPU times the same computation."""
+    are: scores and gradients equal the GPU's model (its layout forced here) at 1, 3, 40 and 96
+    positions (one block, blocks of 8 and of 32), so an A/B on a GPU times the same computation."""
     import numpy as np
 
     from omnidistill.models.deberta_v2 import modeling
@@ -312,6 +312,7 @@ def test_deberta_levers_give_the_models_scores_and_gradients(repo_root, monkeypa
     monkeypatch.syspath_prepend(str(repo_root / "tools"))
     from bench_levers import LEVERS
 
+    monkeypatch.setattr(modeling, "accelerator_layout", lambda: True)
     cfg = DebertaV2Config.from_hf({**V3, "model_type": "deberta-v2", "max_relative_positions": 24, "position_buckets": 8})
     model = modeling.DisentangledAttention.position_bias
     for seq in (1, 3, 40, 96):

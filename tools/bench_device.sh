@@ -8,7 +8,9 @@
 # STAGES (comma-separated, default all): tests, varlen (realistic-length scoring, first), fixed (the
 # fixed-shape peer, eager and compiled), ours (omnidistill's fixed-shape train and score), levers
 # (DeBERTa training with each variant of tools/bench_levers.py), large (mxbai-large at B64xS512
-# under remat). One 10-minute device command holds about two stages.
+# under remat). One 10-minute device command holds about two stages. pairs (not in all): per case, the
+# compiled peer then our training, back to back, so a call cut short still leaves whole same-chip
+# pairs (mbert, deberta and modernbert took 275 s on an H200; ettin-32m and bert-large 170 s).
 set -euo pipefail
 stages="${1:-all}"
 only="${2:-}"
@@ -29,6 +31,14 @@ if want varlen; then
   python3 .whl/peer_bench_torch.py --varlen $only | tee "$out/peer_varlen_eager.jsonl"
   python3 .whl/peer_bench_torch.py --varlen --compile $only | tee "$out/peer_varlen_compile.jsonl"
 fi
+if [[ ",$stages," == *",pairs,"* ]]; then
+  cases="${only#--only=}"
+  cases="${cases:-mbert,deberta,modernbert,ettin-32m,bert-large}"
+  for case in ${cases//,/ }; do
+    python3 .whl/peer_bench_torch.py --compile --only="$case" | tee -a "$out/peer_compile.jsonl"
+    python3 tools/bench_train.py --only="$case" | tee -a "$out/ours_train.jsonl"
+  done
+fi
 if want fixed; then
   python3 .whl/peer_bench_torch.py $only | tee "$out/peer_eager.jsonl"
   python3 .whl/peer_bench_torch.py --compile $only | tee "$out/peer_compile.jsonl"
@@ -39,7 +49,7 @@ if want ours; then
   python3 tools/bench_score.py $only | tee "$out/ours_score.jsonl"
 fi
 if want levers; then
-  for lever in deberta-slices deberta-dot-order; do
+  for lever in deberta-cpu-layout deberta-rows-gathered deberta-product-einsum; do
     python3 tools/bench_levers.py "$lever" train --only=deberta | tee -a "$out/levers.jsonl"
   done
 fi

@@ -2,16 +2,17 @@
 the modules before the tool runs, so that both sides of an A/B run the same tool on the same machine.
 
     python tools/bench_levers.py LEVER train|score [bench_train.py / bench_score.py options]
-    python tools/bench_levers.py deberta-slices train --only=deberta
+    python tools/bench_levers.py deberta-cpu-layout train --only=deberta
 
 Levers (docs/benchmarks.md says what each measured):
 
 - ``old-gelu``: ``jax.nn.gelu(approximate=False)``, the GELU before it computed float32 ``erf``.
 - ``deberta-one-block``: DeBERTa's position scores from one block of all rows (``QUERY_BLOCK = 0``).
-- ``deberta-slices``: each block's relative-embedding rows a static slice of one gather of the
-  2S − 1 distances, so the backward pass scatters 2S − 1 rows per table, not S/T · (S + T − 1).
-- ``deberta-dot-order``: the position scores' product as ``[N, S/T, B, T, S+T−1]``, the queries
-  first, where ``jnp.einsum`` gives ``[N, S/T, S+T−1, B, T]`` and a transpose of the last axis.
+- ``deberta-rows-gathered`` / ``deberta-rows-sliced``: each block's relative-embedding rows gathered
+  per block, or static slices of one gather of the 2S − 1 distances, whatever the backend.
+- ``deberta-product-einsum`` / ``deberta-product-queries-first``: the position scores' product from
+  ``jnp.einsum``, or laid out ``[N, S/T, B, T, S+T−1]`` (the queries first), whatever the backend.
+- ``deberta-cpu-layout``: the CPU's rows and product on any backend (on a GPU: this layout's change undone).
 
 The DeBERTa variants give the model's scores and gradients (``tests/test_bench.py``).
 """
@@ -23,8 +24,6 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 
 import omnidistill.models.deberta_v2.modeling as deberta
 import omnidistill.models.layers as layers
@@ -34,27 +33,17 @@ Patch = tuple[Any, str, Any]
 the modules that imported it share."""
 
 
-def slices_of_one_gather(table: jax.Array, columns: np.ndarray, block: int, c2p: bool) -> jax.Array:
-    """``deberta.block_rows`` as static slices of one gather of the 2S − 1 distances' rows: window g
-    is ``rows[S − T − gT : 2S − 1 − gT]``, of the rows reversed for c2p."""
-    rows = table[columns][::-1] if c2p else table[columns]
-    seq = (rows.shape[0] + 1) // 2
-    return jnp.stack([rows[start : start + seq + block - 1] for start in range(seq - block, -1, -block)])
-
-
-def queries_first(x: jax.Array, rows: jax.Array, block: int) -> jax.Array:
-    """``deberta.block_product`` from a product laid out [N, S/T, B, T, S + T − 1], whose move of B
-    to the front keeps each [T, S + T − 1] tile whole."""
-    b, s = x.shape[:2]
-    blocks = x.reshape(b, s // block, block, *x.shape[2:])
-    return jnp.transpose(jax.lax.dot_general(blocks, rows, (((4,), (3,)), ((3, 1), (2, 0)))), (2, 0, 1, 3, 4))
-
-
 LEVERS: dict[str, Callable[[], list[Patch]]] = {
     "old-gelu": lambda: [(layers.ACTIVATIONS, "gelu", lambda x: jax.nn.gelu(x, approximate=False))],
     "deberta-one-block": lambda: [(deberta, "QUERY_BLOCK", 0)],
-    "deberta-slices": lambda: [(deberta, "block_rows", slices_of_one_gather)],
-    "deberta-dot-order": lambda: [(deberta, "block_product", queries_first)],
+    "deberta-rows-gathered": lambda: [(deberta, "block_rows", deberta.block_rows_gathered)],
+    "deberta-rows-sliced": lambda: [(deberta, "block_rows", deberta.block_rows_sliced)],
+    "deberta-product-einsum": lambda: [(deberta, "block_product", deberta.block_product_einsum)],
+    "deberta-product-queries-first": lambda: [(deberta, "block_product", deberta.block_product_queries_first)],
+    "deberta-cpu-layout": lambda: [
+        (deberta, "block_rows", deberta.block_rows_gathered),
+        (deberta, "block_product", deberta.block_product_einsum),
+    ],
 }
 
 

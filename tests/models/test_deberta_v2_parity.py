@@ -94,16 +94,51 @@ def test_rows_beyond_the_absolute_position_table_are_refused_as_pytorch_refuses_
         hf(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask).long())
 
 
-@pytest.mark.parametrize("seq", [1, 3, 40, 96])
-def test_banded_position_scores_equal_a_gather_of_every_pair(seq):
-    """c2p + p2c from blocks of query_block(seq) rows (band_rows + skew) equal, with their gradients,
-    the scores gathered pair by pair from row(i - j) as Hugging Face defines them, and one block of
-    all rows (QUERY_BLOCK = 0); 3 rows fall back to one block, 40 use blocks of 8, 96 of 32."""
+def test_accelerator_layout_matches_pytorch(tmp_path, monkeypatch):
+    """The GPU's and TPU's layout of the position scores (rows sliced from one gather, the product with
+    the queries first), forced on the CPU, reproduces Hugging Face on a padded batch too."""
+    from omnidistill.models.deberta_v2 import modeling
+
+    monkeypatch.setattr(modeling, "accelerator_layout", lambda: True)
+    folder = save_tiny_deberta(tmp_path / "d")
+    assert_hidden_states_match(folder, "deberta_v2", *random_batch(99, batch=3, seq=40, pad=True))
+
+
+@pytest.mark.parametrize(("backend", "accelerated"), [("cpu", False), ("gpu", True), ("tpu", True)])
+def test_position_scores_take_the_layout_of_the_backend(monkeypatch, backend, accelerated):
+    """The backend picks the layout at trace time: the CPU gathers rows per block and multiplies with
+    einsum, a GPU or TPU slices one gather and puts the queries first (docs/benchmarks.md)."""
     import jax
     import jax.numpy as jnp
 
     from omnidistill.models.deberta_v2 import modeling
 
+    monkeypatch.setattr(jax, "default_backend", lambda: backend)
+    called = []
+    for name in ("block_rows_gathered", "block_rows_sliced", "block_product_einsum", "block_product_queries_first"):
+        real = getattr(modeling, name)
+        monkeypatch.setattr(modeling, name, lambda *a, real=real, name=name: called.append(name) or real(*a))
+    cfg = DebertaV2Config.from_hf({**V3, "model_type": "deberta-v2"})
+    q = jnp.ones((1, 8, 2, 4))
+    table = jnp.ones((2 * cfg.relative_span, 2, 4))
+    modeling.DisentangledAttention.position_bias(q, q, table, table, modeling.relative_columns(8, cfg))
+    want = ["block_rows_sliced", "block_product_queries_first"] if accelerated else ["block_rows_gathered", "block_product_einsum"]
+    assert called == want * 2  # c2p, then p2c
+
+
+@pytest.mark.parametrize("accelerated", [False, True])
+@pytest.mark.parametrize("seq", [1, 3, 40, 96])
+def test_banded_position_scores_equal_a_gather_of_every_pair(monkeypatch, seq, accelerated):
+    """c2p + p2c from blocks of query_block(seq) rows (band_rows + skew) equal, with their gradients,
+    the scores gathered pair by pair from row(i - j) as Hugging Face defines them, and one block of
+    all rows (QUERY_BLOCK = 0), in the CPU's layout and in the GPU's; 3 rows fall back to one block,
+    40 use blocks of 8, 96 of 32."""
+    import jax
+    import jax.numpy as jnp
+
+    from omnidistill.models.deberta_v2 import modeling
+
+    monkeypatch.setattr(modeling, "accelerator_layout", lambda: accelerated)
     cfg = DebertaV2Config.from_hf({**V3, "model_type": "deberta-v2", "max_relative_positions": 24, "position_buckets": 8})
     columns = modeling.relative_columns(seq, cfg)
     rows = columns[np.arange(seq)[:, None] - np.arange(seq)[None, :] + seq - 1]  # [i, j]: row(i - j)

@@ -93,18 +93,59 @@ def band_rows(columns: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
     return columns[start + block + seq - 2 - c], columns[seq - block - start + c]
 
 
-def block_rows(table: jax.Array, columns: np.ndarray, block: int, c2p: bool) -> jax.Array:
+def accelerator_layout() -> bool:
+    """Whether the position scores take the layout measured faster on a GPU (one H200, 2026-11-26:
+    1.156x the DeBERTa-v3-base training step, docs/benchmarks.md): :func:`block_rows_sliced` and
+    :func:`block_product_queries_first`. On the CPU that layout was up to 1.15x slower at 512
+    tokens, so the CPU keeps :func:`block_rows_gathered` and :func:`block_product_einsum`. A TPU
+    takes the GPU's layout (not measured there). Both give the same scores and gradients."""
+    return jax.default_backend() != "cpu"
+
+
+def block_rows_gathered(table: jax.Array, columns: np.ndarray, block: int, c2p: bool) -> jax.Array:
     """[2 span, N, D] -> [S / T, S + T - 1, N, D]: the relative-embedding rows of each block's distances,
-    c2p's or p2c's (:func:`band_rows`), gathered per block."""
+    c2p's or p2c's (:func:`band_rows`), gathered per block; the backward pass scatters S / T ·
+    (S + T - 1) rows into the table."""
     c2p_rows, p2c_rows = band_rows(columns, block)
     return table[c2p_rows if c2p else p2c_rows]
 
 
-def block_product(x: jax.Array, rows: jax.Array, block: int) -> jax.Array:
+def block_rows_sliced(table: jax.Array, columns: np.ndarray, block: int, c2p: bool) -> jax.Array:
+    """:func:`block_rows_gathered` as static slices of one gather of the 2 S - 1 distances' rows
+    (reversed for c2p): block g's rows are ``rows[S - T - g T : 2 S - 1 - g T]``, so the backward pass
+    scatters 2 S - 1 rows and sums the slices' padded gradients."""
+    rows = table[columns][::-1] if c2p else table[columns]
+    seq = (rows.shape[0] + 1) // 2
+    return jnp.stack([rows[start : start + seq + block - 1] for start in range(seq - block, -1, -block)])
+
+
+def block_rows(table: jax.Array, columns: np.ndarray, block: int, c2p: bool) -> jax.Array:
+    """Each block's relative-embedding rows, [S / T, S + T - 1, N, D], in this backend's layout
+    (:func:`accelerator_layout`)."""
+    return (block_rows_sliced if accelerator_layout() else block_rows_gathered)(table, columns, block, c2p)
+
+
+def block_product_einsum(x: jax.Array, rows: jax.Array, block: int) -> jax.Array:
     """[B, S, N, D] x [S / T, S + T - 1, N, D] -> [B, N, S / T, T, S + T - 1]: each block of ``block``
-    positions against its rows."""
+    positions against its rows, as one ``jnp.einsum`` (whose product comes out with the distances
+    first and is transposed)."""
     b, s = x.shape[:2]
     return jnp.einsum("bgqnd,grnd->bngqr", x.reshape(b, s // block, block, *x.shape[2:]), rows)
+
+
+def block_product_queries_first(x: jax.Array, rows: jax.Array, block: int) -> jax.Array:
+    """:func:`block_product_einsum` from a product laid out [N, S / T, B, T, S + T - 1], the block's
+    positions before the distances, so that moving B to the front keeps each [T, S + T - 1] tile
+    whole."""
+    b, s = x.shape[:2]
+    blocks = x.reshape(b, s // block, block, *x.shape[2:])
+    return jnp.transpose(jax.lax.dot_general(blocks, rows, (((4,), (3,)), ((3, 1), (2, 0)))), (2, 0, 1, 3, 4))
+
+
+def block_product(x: jax.Array, rows: jax.Array, block: int) -> jax.Array:
+    """Each block of positions against its rows, [B, N, S / T, T, S + T - 1], in this backend's layout
+    (:func:`accelerator_layout`)."""
+    return (block_product_queries_first if accelerator_layout() else block_product_einsum)(x, rows, block)
 
 
 def skew(scores: jax.Array) -> jax.Array:
