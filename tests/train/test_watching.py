@@ -66,7 +66,26 @@ def test_early_stopping_counts_each_evaluation_once_across_a_resume(tmp_path):
         EarlyStopping.load(tmp_path, "dev_loss", 2, resume=False)
 
 
-def test_training_stops_early_writes_tensorboard_and_a_profile(repo_root, tmp_path):
+def test_training_stops_early_writes_tensorboard_and_a_profile(repo_root, tmp_path, monkeypatch):
+    import jax
+
+    from omnidistill.runs.checkpoint import RunCheckpoints
+
+    calls, runs = [], []  # the profile starts only once the step-2 checkpoints are written
+    real_save_best, real_wait, real_start = RunCheckpoints.save_best, RunCheckpoints.wait, jax.profiler.start_trace
+
+    def save_best(self, *args):
+        runs.append(self)
+        calls.append("save")
+        real_save_best(self, *args)
+
+    def start_trace(*args, **kwargs):
+        calls.append(("start", any(m.is_saving_in_progress() for ck in runs for m in (ck.latest, ck.best))))
+        real_start(*args, **kwargs)
+
+    monkeypatch.setattr(RunCheckpoints, "save_best", save_best)
+    monkeypatch.setattr(RunCheckpoints, "wait", lambda self: (calls.append("wait"), real_wait(self)))
+    monkeypatch.setattr(jax.profiler, "start_trace", start_trace)
     cfg = load_config(
         repo_root / "configs" / "tiny.yaml",
         [f"train.output_dir={tmp_path / 'run'}", "train.max_steps=40", "train.eval_every_steps=2", "train.log_every_steps=2",
@@ -82,6 +101,8 @@ def test_training_stops_early_writes_tensorboard_and_a_profile(repo_root, tmp_pa
     dev = [r["dev_mae"] for r in logged if "dev_mae" in r]
     assert np.allclose([v for _, v in events["dev/mae"]], dev)
     assert list((tmp_path / "run" / "profile").rglob("*.xplane.pb"))
+    start = calls.index(("start", False))
+    assert calls[start - 1] == "wait" and "save" in calls[:start]
 
 
 def test_wandb_offline_run(repo_root, tmp_path, monkeypatch):
