@@ -78,17 +78,17 @@ def test_training_ids_equal_every_consumers_ids(tokenizer_dirs, records, kind, l
     package = [omniscore_text(layout, r) for r in records]
     assert card == package == [encoders["right"].text(r) for r in records]
     theirs = tok(card, truncation=True, max_length=MAX_LENGTH)["input_ids"]
+    full = [len(ids) for ids in tok(card)["input_ids"]]
     lengths = encoders["right"].full_lengths(records)
-    assert any(n > MAX_LENGTH for n in lengths) and any(n <= MAX_LENGTH for n in lengths)
+    assert lengths == full and any(n > MAX_LENGTH for n in full) and any(n <= MAX_LENGTH for n in full)
     for truncation, encoder in encoders.items():
+        singles = [encoder(r)["input_ids"].tolist() for r in records]  # training's: one record at a time
         batched = [ids.tolist() for ids in encoder.token_ids_many(records)]  # the token cache's: one tokenizer call
-        assert batched == [encoder(r)["input_ids"].tolist() for r in records], truncation
+        assert batched == singles, truncation
         encoded = encoder.encode_inputs(records)  # scoring's: the ids and the lengths before truncation
         assert [ids.tolist() for ids in encoded.ids] == batched, truncation
-        full = [len(ids) for ids in tok(card)["input_ids"]]
         assert encoded.full_lengths == full and encoded.truncated == sum(n > MAX_LENGTH for n in full)
-        for record, n, their_ids in zip(records, lengths, theirs, strict=True):
-            ours = encoder(record)["input_ids"].tolist()
+        for record, n, ours, their_ids in zip(records, full, singles, theirs, strict=True):
             if truncation == "right" or n <= MAX_LENGTH:
                 assert ours == their_ids, (truncation, record.id)
             else:  # documented difference: context cut first, the same length, the same first and last token
