@@ -1,12 +1,15 @@
 """DeBERTa-v3 training step on CPU, omnidistill against PyTorch ``DebertaV2Model`` at the same shapes.
 
     python tools/bench_deberta_cpu.py [--layers 4] [--batch 4] [--seq 256] [--vocab 32000] [--steps 3] [--attention auto]
+        [--layout auto|cpu|accelerator]
 
 The CPU proxy for DeBERTa's GPU MFU: both sides run the same DeBERTa-v3-base layer shapes (hidden 768,
 12 heads, 256 position buckets, shared c2p/p2c keys; fewer layers and a smaller vocabulary, so that a
 step takes seconds on a laptop), fp32, random weights, one step = forward, MSE on ``1 + 4 sigmoid`` of
 a 4-way linear head on [CLS], backward and AdamW. Best of ``--steps`` timed steps after two warm-up
 steps. Prints one JSON line: each side's step time and the ratio (PyTorch time / ours; target >= 1.0).
+``--layout`` forces the position scores' layout (``modeling.accelerator_layout``): ``accelerator`` is
+the GPU's and TPU's, ``cpu`` the CPU's, ``auto`` this backend's.
 """
 
 from __future__ import annotations
@@ -85,13 +88,19 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--attention", default="auto", help="model.attention of our side (auto: the blocked kernel on CPU)")
     p.add_argument("--side", choices=["both", "ours", "torch"], default="both")
+    p.add_argument("--layout", choices=["auto", "cpu", "accelerator"], default="auto", help="the position scores' layout on our side")
     args = p.parse_args()
+    if args.layout != "auto":
+        from omnidistill.models.deberta_v2 import modeling
+
+        modeling.accelerator_layout = lambda: args.layout == "accelerator"
 
     from bench_cases import _train_batch
 
     hf = deberta_config(args.layers, args.vocab)
     batch = _train_batch(hf, args.batch, args.seq)
-    out = {"layers": args.layers, "batch": args.batch, "seq": args.seq, "vocab": args.vocab, "attention": args.attention}
+    out = {"layers": args.layers, "batch": args.batch, "seq": args.seq, "vocab": args.vocab}
+    out |= {"attention": args.attention, "layout": args.layout}
     if args.side in ("both", "ours"):
         out["omnidistill_step_s"] = round(ours_step_s(hf, batch, args.steps, args.attention), 3)
     if args.side in ("both", "torch"):
