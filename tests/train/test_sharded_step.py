@@ -89,6 +89,21 @@ def test_sharded_qwen3_step_matches_single_device(repo_root):
     assert k.shape == (32, 32) and k.sharding.spec[1] == "tensor"
 
 
+DEBERTA = {**ARCH, "model_type": "deberta-v2", "relative_attention": True, "position_buckets": 16, "pos_att_type": ["p2c", "c2p"]}
+
+
+def test_sharded_deberta_step_matches_single_device_in_the_gpu_layout(repo_root, monkeypatch):
+    """DeBERTa's position scores in the layout a GPU or TPU takes (rows sliced from one gather, the
+    product with the queries first), forced here: the step partitions over data x fsdp x tensor, the
+    heads over ``tensor``, and equals one device's."""
+    from omnidistill.models.deberta_v2 import modeling
+
+    monkeypatch.setattr(modeling, "accelerator_layout", lambda: True)
+    single = run_steps(repo_root, build_mesh(MeshConfig(data=1), devices=jax.devices()[:1]), family="deberta_v2", arch=DEBERTA)
+    sharded = run_steps(repo_root, build_mesh(MeshConfig(data=2, fsdp=2, tensor=2)), family="deberta_v2", arch=DEBERTA)
+    assert_same(single, sharded)
+
+
 def test_gradient_accumulation_matches_full_batch(repo_root):
     mesh = build_mesh(MeshConfig(data=4, fsdp=2))
     assert_same(run_steps(repo_root, mesh), run_steps(repo_root, mesh, grad_accum=2))
