@@ -129,7 +129,7 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     sink = build_sinks(cfg, run.run_dir, run.start_step if resume else None)
     best = BestCheckpoint.load(run.run_dir, resume)
     stopper = EarlyStopping.load(run.run_dir, cfg.train.early_stopping_metric, cfg.train.early_stopping_patience, resume)
-    profile = ProfileWindow(cfg.train.profile, run.run_dir / "profile", before_start=run.checkpoints.wait)
+    profile = ProfileWindow(cfg.train.profile, run.run_dir / "profile", quiesce=run.checkpoints.wait)
     bar = tqdm(total=run.total_steps, initial=run.start_step, disable=jax.process_index() != 0, desc="train", dynamic_ncols=True)
     meter, pending, skipped, last_dev, preempted, stopped = WindowMeter(jax.process_count()), [], 0, None, False, False
     state, step = run.state, run.start_step

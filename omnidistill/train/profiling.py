@@ -15,25 +15,25 @@ log = logging.getLogger(__name__)
 
 
 class ProfileWindow:
-    """``before_start``: called right before the trace starts. Training passes the wait for its
-    checkpoints' background writes: starting a trace sets a profile hook in every Python thread, and
-    one full test run crashed (a segfault inside ``start_trace``) while orbax's save threads were
-    starting and ending; with the writes finished first, no such threads come and go, and no
-    checkpoint I/O lands in the traced steps."""
+    """``quiesce``: called right before the trace starts and right before it stops. Training passes
+    the wait for its checkpoints' background writes: starting or stopping a trace sets or clears a
+    profile hook in every Python thread, and one full test run crashed (a segfault inside
+    ``start_trace``) while orbax's save threads were starting and ending. With the writes finished
+    first, no such threads come and go, and no checkpoint I/O runs into the traced steps."""
 
-    def __init__(self, steps: list[int], out_dir: Path, before_start: Callable[[], None] = lambda: None):
+    def __init__(self, steps: list[int], out_dir: Path, quiesce: Callable[[], None] = lambda: None):
         if steps and (len(steps) != 2 or not 1 <= steps[0] <= steps[1]):
             raise ValueError(f"train.profile={steps!r} must be [first, last] step numbers with 1 <= first <= last")
         self.first, self.last = (steps[0], steps[1]) if steps else (0, -1)
         self.out_dir = out_dir
-        self.before_start = before_start
+        self.quiesce = quiesce
         self.active = False
 
     def before(self, step: int) -> None:
         """Call before running step ``step`` (1-based)."""
         if step == self.first and not self.active:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-            self.before_start()
+            self.quiesce()
             jax.profiler.start_trace(str(self.out_dir))
             self.active = True
 
@@ -46,5 +46,6 @@ class ProfileWindow:
 
     def close(self) -> None:
         if self.active:
+            self.quiesce()
             jax.profiler.stop_trace()
             self.active = False

@@ -71,26 +71,36 @@ def test_training_stops_early_writes_tensorboard_and_a_profile(repo_root, tmp_pa
 
     from omnidistill.runs.checkpoint import RunCheckpoints
 
-    calls, runs = [], []  # the profile starts only once the step-2 checkpoints are written
-    real_save_best, real_wait, real_start = RunCheckpoints.save_best, RunCheckpoints.wait, jax.profiler.start_trace
+    # the trace starts and stops only with no checkpoint being written: the best of step 2 before
+    # the start, the latest of step 4 (checkpoint.every_steps=4) before the stop after step 5
+    calls, runs = [], []
+    real = {"save": RunCheckpoints.save, "save_best": RunCheckpoints.save_best, "wait": RunCheckpoints.wait}
+    profiler = {"start": jax.profiler.start_trace, "stop": jax.profiler.stop_trace}
 
-    def save_best(self, *args):
-        runs.append(self)
-        calls.append("save")
-        real_save_best(self, *args)
+    def recorded(name):
+        def call(self, *args):
+            runs.append(self)
+            calls.append(name if name == "wait" else "save")
+            return real[name](self, *args)
 
-    def start_trace(*args, **kwargs):
-        calls.append(("start", any(m.is_saving_in_progress() for ck in runs for m in (ck.latest, ck.best))))
-        real_start(*args, **kwargs)
+        return call
 
-    monkeypatch.setattr(RunCheckpoints, "save_best", save_best)
-    monkeypatch.setattr(RunCheckpoints, "wait", lambda self: (calls.append("wait"), real_wait(self)))
-    monkeypatch.setattr(jax.profiler, "start_trace", start_trace)
+    def traced(name):
+        def call(*args, **kwargs):
+            calls.append((name, any(m.is_saving_in_progress() for ck in runs for m in (ck.latest, ck.best))))
+            return profiler[name](*args, **kwargs)
+
+        return call
+
+    for name in real:
+        monkeypatch.setattr(RunCheckpoints, name, recorded(name))
+    for name in profiler:
+        monkeypatch.setattr(jax.profiler, f"{name}_trace", traced(name))
     cfg = load_config(
         repo_root / "configs" / "tiny.yaml",
         [f"train.output_dir={tmp_path / 'run'}", "train.max_steps=40", "train.eval_every_steps=2", "train.log_every_steps=2",
          "data.length_buckets=[192]", "eval.length_step=192", "optim.lr=0.0", "optim.head_lr=0.0",
-         "train.early_stopping_patience=2", "train.profile=[3,4]"],
+         "train.early_stopping_patience=2", "train.profile=[3,5]", "checkpoint.every_steps=4"],
     )  # fmt: skip
     summary = train(cfg)
     # with a zero learning rate no evaluation after the first improves: stop at the third (step 6)
@@ -101,8 +111,8 @@ def test_training_stops_early_writes_tensorboard_and_a_profile(repo_root, tmp_pa
     dev = [r["dev_mae"] for r in logged if "dev_mae" in r]
     assert np.allclose([v for _, v in events["dev/mae"]], dev)
     assert list((tmp_path / "run" / "profile").rglob("*.xplane.pb"))
-    start = calls.index(("start", False))
-    assert calls[start - 1] == "wait" and "save" in calls[:start]
+    start, stop = calls.index(("start", False)), calls.index(("stop", False))
+    assert calls[start - 1] == calls[stop - 1] == "wait" and "save" in calls[:start] and "save" in calls[start:stop]
 
 
 def test_wandb_offline_run(repo_root, tmp_path, monkeypatch):
