@@ -325,3 +325,30 @@ def test_deberta_levers_give_the_models_scores_and_gradients(repo_root, monkeypa
         np.testing.assert_allclose(got, want, atol=1e-5)
         for a, b in zip(got_grads, want_grads, strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
+
+
+def test_the_cudnn_mask_array_lever_gives_windowed_and_causal_rows_the_mask_again(repo_root, monkeypatch):
+    """``bench_levers.py cudnn-mask-array`` undoes ``attention_by_lengths`` for causal rows and windows
+    (the mask array reaches cuDNN again) and keeps plain key padding as lengths, with the same
+    attention, so an A/B on a GPU times only how the mask reaches the kernel."""
+    import numpy as np
+
+    from omnidistill.models import layers
+    from tests.models.test_attention import PADDED_KEYS, qkv, record_cudnn_calls
+
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    from bench_levers import LEVERS
+
+    q, k, v = qkv(seed=6, b=4, s=PADDED_KEYS.shape[1])
+    real = np.asarray(PADDED_KEYS != 0)
+    for causal, window, masked in [(False, None, False), (False, 3, True), (True, None, True), (True, 3, True)]:
+        mask = layers.AttentionMask(PADDED_KEYS, causal=causal)
+        ref = np.asarray(layers.attention(q, k, v, mask, "xla", window=window))
+        with monkeypatch.context() as patched:
+            calls = record_cudnn_calls(patched)
+            for obj, attr, value in LEVERS["cudnn-mask-array"]():
+                patched.setattr(obj, attr, value)
+            got = np.asarray(layers.attention(q, k, v, mask, "cudnn", window=window))
+        (call,) = calls
+        assert (call["mask"] is not None) == masked and call.get("local_window_size") is None
+        np.testing.assert_allclose(got[real], ref[real], atol=1e-6)

@@ -7,7 +7,8 @@
 # Device run (carry .whl):       bash tools/bench_device.sh [STAGES] [--only=mbert,ettin]
 # STAGES (comma-separated, default all): tests, varlen (realistic-length scoring, first), fixed (the
 # fixed-shape peer, eager and compiled), ours (omnidistill's fixed-shape train and score), levers
-# (DeBERTa training with each variant of tools/bench_levers.py), large (mxbai-large at B64xS512
+# (DeBERTa training with each variant of tools/bench_levers.py; ModernBERT and Ettin-32M training and
+# --varlen scoring with cuDNN's mask array, against ours and varlen), large (mxbai-large at B64xS512
 # under remat). One 10-minute device command holds about two stages. pairs (not in all): per case, the
 # compiled peer then our training, back to back, so a call cut short still leaves whole same-chip
 # pairs (mbert, deberta and modernbert took 275 s on an H200; ettin-32m and bert-large 170 s).
@@ -52,6 +53,8 @@ if want levers; then
   for lever in deberta-cpu-layout deberta-rows-gathered deberta-product-einsum; do
     python3 tools/bench_levers.py "$lever" train --only=deberta | tee -a "$out/levers.jsonl"
   done
+  python3 tools/bench_levers.py cudnn-mask-array train --only=modernbert,ettin-32m | tee -a "$out/levers.jsonl"
+  python3 tools/bench_levers.py cudnn-mask-array score --varlen --only=modernbert,ettin-32m | tee -a "$out/levers.jsonl"
 fi
 if want large; then
   python3 tools/bench_train.py --only=bert-large --batch 64 --remat full,dots | tee "$out/ours_large_b64.jsonl"

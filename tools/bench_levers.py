@@ -13,6 +13,9 @@ Levers (docs/benchmarks.md says what each measured):
 - ``deberta-product-einsum`` / ``deberta-product-queries-first``: the position scores' product from
   ``jnp.einsum``, or laid out ``[N, S/T, B, T, S+T−1]`` (the queries first), whatever the backend.
 - ``deberta-cpu-layout``: the CPU's rows and product on any backend (on a GPU: this layout's change undone).
+- ``cudnn-mask-array``: cuDNN gets sequence lengths only for plain key padding, as before
+  ``attention_by_lengths`` took causal rows and windows; those get the ``[B, 1, S, S]`` mask again
+  (ModernBERT's local layers, decoders).
 
 The DeBERTa variants give the model's scores and gradients (``tests/test_bench.py``).
 """
@@ -33,6 +36,13 @@ Patch = tuple[Any, str, Any]
 the modules that imported it share."""
 
 
+def lengths_for_key_padding_only(takes_lengths: Callable[..., bool]) -> Callable[..., bool]:
+    """``layers.takes_lengths`` narrowed to masks that are neither causal nor windowed."""
+    return lambda mask, q_len, kv_len, bias, window: (
+        window is None and not getattr(mask, "causal", False) and takes_lengths(mask, q_len, kv_len, bias, window)
+    )
+
+
 LEVERS: dict[str, Callable[[], list[Patch]]] = {
     "old-gelu": lambda: [(layers.ACTIVATIONS, "gelu", lambda x: jax.nn.gelu(x, approximate=False))],
     "deberta-one-block": lambda: [(deberta, "QUERY_BLOCK", 0)],
@@ -44,6 +54,7 @@ LEVERS: dict[str, Callable[[], list[Patch]]] = {
         (deberta, "block_rows", deberta.block_rows_gathered),
         (deberta, "block_product", deberta.block_product_einsum),
     ],
+    "cudnn-mask-array": lambda: [(layers, "takes_lengths", lengths_for_key_padding_only(layers.takes_lengths))],
 }
 
 

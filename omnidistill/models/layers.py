@@ -337,6 +337,62 @@ def cudnn_inputs(mask: jax.Array, q_len: int, kv_len: int) -> tuple[jax.Array | 
     return cudnn_mask(mask, q_len, kv_len), None
 
 
+def takes_lengths(mask: AttentionMask | jax.Array, q_len: int, kv_len: int, bias: jax.Array | None, window: int | None) -> bool:
+    """Whether :func:`attention_by_lengths` runs this call: an :class:`AttentionMask` of padded rows
+    (not packed), as many queries as keys, and no bias where a two-sided window needs the queries
+    shifted (no family has both)."""
+    if not isinstance(mask, AttentionMask) or mask.packed or mask.layout is not None or q_len != kv_len:
+        return False
+    return window is None or mask.causal or bias is None
+
+
+def attention_by_lengths(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    mask: AttentionMask,
+    implementation: str | None,
+    *,
+    bias: jax.Array | None = None,
+    scale: float | None = None,
+    window: int | None = None,
+) -> jax.Array:
+    """Attention of right-padded rows with no [B, 1, S, S] mask: key padding as sequence lengths,
+    causality as the kernel's own mask, a window as its sliding window. This is how cuDNN's fused
+    kernel skips the masked tiles instead of reading a bias that hides them (and, in the backward
+    pass, writing the bias's gradient); :func:`takes_lengths` says when it applies.
+
+    cuDNN's sliding window reaches only back, from a causal mask. A two-sided window |i - j| <= w
+    (ModernBERT's local layers, EmbeddingGemma) is that kernel's causal attention with a 2w window
+    once the queries sit w places later: with w rows of zeros in front of the queries and after the
+    keys and values, query i is row i' = i + w, and j <= i' with i' - j <= 2w is exactly
+    i - w <= j <= i + w. The w leading rows are dropped from the output (they attend to the first
+    keys and are never read). Exact for any w: the same scores, softmax and sum over the same keys.
+    ``implementation`` is passed to ``jax.nn.dot_product_attention`` (XLA's kernel takes the same
+    arguments, which is how the CPU tests check this against the mask)."""
+    lengths = key_lengths(padding_mask(mask.keys))
+    causal, local, shift = mask.causal, None, 0
+    if window is not None and causal:
+        local = (window, 0)
+    elif window is not None:
+        shift, causal, local = window, True, (2 * window, 0)
+        widen = lambda x, before, after: jnp.pad(x, ((0, 0), (before, after), (0, 0), (0, 0)))
+        q, k, v = widen(q, shift, 0), widen(k, 0, shift), widen(v, 0, shift)
+    out = jax.nn.dot_product_attention(
+        q,
+        k,
+        v,
+        bias,
+        scale=scale,
+        is_causal=causal,
+        local_window_size=local,
+        implementation=implementation,
+        query_seq_lengths=lengths + shift,
+        key_value_seq_lengths=lengths,
+    )
+    return out[:, shift:]
+
+
 @dataclasses.dataclass(frozen=True)
 class AttentionKernel:
     """How an encoder's attention runs: ``model.attention``, and whether the backward pass recomputes
@@ -366,9 +422,11 @@ def attention(
     boolean [B, 1, 1 or S, S] mask, which every kernel but splash takes).
 
     ``implementation`` is ``model.attention`` (see :func:`resolve_attention`). ``window`` restricts
-    query i to keys j with |i - j| <= window (local attention); cuDNN, which has no two-sided window,
-    gets it as part of the mask. cuDNN gets a key-padding mask as sequence lengths (right padding,
-    :func:`cudnn_inputs`). Attention-probability dropout is not applied: fused kernels have none.
+    query i to keys j with |i - j| <= window (local attention). cuDNN gets padded rows with no mask
+    array (:func:`attention_by_lengths`: key padding as sequence lengths, right padding assumed;
+    causality and windows as its own masks); packed rows, and fewer queries than keys, get the
+    broadcast mask with any window folded in (:func:`cudnn_inputs`). Attention-probability dropout
+    is not applied: fused kernels have none.
     A mask with a ``layout`` takes unpadded [G, t, N, D] tensors and gives them back so.
     """
     if isinstance(mask, AttentionMask) and mask.layout is not None:
@@ -391,6 +449,8 @@ def attention(
         from omnidistill.models.splash import splash_attention
 
         return splash_attention(q, k, v, mask.keys, causal=mask.causal, scale=scale, window=window)
+    if impl == "cudnn" and takes_lengths(mask, q.shape[1], k.shape[1], bias, window):
+        return attention_by_lengths(q, k, v, mask, impl, bias=bias, scale=scale, window=window)
     if isinstance(mask, AttentionMask):
         mask = mask.dense()
     local = (window, window) if window is not None else None

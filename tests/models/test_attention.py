@@ -11,9 +11,12 @@ import pytest
 from flax import nnx
 
 from omnidistill.config import ModelConfig
+from omnidistill.models import layers
 from omnidistill.models.layers import (
+    AttentionMask,
     _warn_once,
     attention,
+    attention_by_lengths,
     band_mask,
     blocked_attention,
     cudnn_inputs,
@@ -76,6 +79,117 @@ def test_cudnn_gets_key_padding_as_sequence_lengths_with_the_same_attention():
     assert np.isfinite(np.asarray(by_lengths)).all()
     with pytest.raises(ValueError, match="right-padded"):
         cudnn_inputs(padding_mask(jnp.array([[0, 0, 1, 1], [1, 1, 1, 0]])), 4, 4)  # left padding
+
+
+LENGTHS_S = 24
+PADDED_KEYS = jnp.array([[1] * LENGTHS_S, [1] * 9 + [0] * 15, [0] * LENGTHS_S, [1] + [0] * 23])  # full, padded, padding only, one token
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("window", [None, 1, 3, 30])
+def test_padded_rows_as_lengths_causality_and_window_equal_the_mask(causal, window):
+    """What cuDNN receives for padded rows (no mask array; a two-sided window as a causal one over
+    shifted queries) means the masked attention: XLA's kernel takes the same arguments, and its
+    outputs and gradients equal the dense-mask kernel's on every real token, for a window of one
+    token, a few, and one wider than the rows."""
+    mask = AttentionMask(PADDED_KEYS, causal=causal)
+    q, k, v = qkv(seed=3, b=4, s=LENGTHS_S)
+    real = np.asarray(PADDED_KEYS != 0)
+
+    def run(call):
+        loss = lambda q, k, v: jnp.sum(jnp.where(real[:, :, None, None], jnp.sin(call(q, k, v)), 0.0))
+        return call(q, k, v), jax.grad(loss, argnums=(0, 1, 2))(q, k, v)
+
+    ref, ref_grads = run(lambda q, k, v: attention(q, k, v, mask, "xla", window=window))
+    got, got_grads = run(lambda q, k, v: attention_by_lengths(q, k, v, mask, None, window=window))
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(np.asarray(got)[real], np.asarray(ref)[real], atol=1e-6)
+    for g, r in zip(got_grads, ref_grads, strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), atol=1e-6)
+    assert np.isfinite(np.asarray(got)).all()
+    if window is not None and window < 9:  # the window matters in these rows
+        unwindowed = np.asarray(attention(q, k, v, mask, "xla"))
+        assert np.abs(unwindowed[real] - np.asarray(ref)[real]).max() > 1e-2
+
+
+def record_cudnn_calls(monkeypatch) -> list[dict]:
+    """Make ``attention`` take its cuDNN route here, with XLA's kernel run on the very arguments cuDNN
+    would get (recorded)."""
+    calls = []
+    real_kernel = jax.nn.dot_product_attention
+
+    def kernel(*args, implementation=None, **kwargs):
+        assert implementation == "cudnn"
+        bias = args[3] if len(args) > 3 else kwargs.get("bias")
+        mask = args[4] if len(args) > 4 else kwargs.get("mask")
+        calls.append(dict(kwargs, bias=bias, mask=mask, queries=args[0].shape[1]))
+        return real_kernel(*args, **kwargs)
+
+    monkeypatch.setattr(layers, "resolve_attention", lambda *a, **k: "cudnn")
+    monkeypatch.setattr(jax.nn, "dot_product_attention", kernel)
+    return calls
+
+
+@pytest.mark.parametrize(
+    "family, causal, window, with_bias",
+    [
+        ("bert", False, None, False),
+        ("deberta", False, None, True),
+        ("modernbert-local", False, 3, False),
+        ("qwen", True, None, False),
+        ("gemma-local", True, 3, False),
+    ],
+)
+def test_cudnn_gets_padded_rows_without_a_mask_array(monkeypatch, family, causal, window, with_bias):
+    """No [B, 1, S, S] mask (a bias to cuDNN, read by every head, with a gradient written back) for
+    padded rows: key padding as lengths, causality and windows as the kernel's own masks."""
+    calls = record_cudnn_calls(monkeypatch)
+    mask = AttentionMask(PADDED_KEYS, causal=causal)
+    q, k, v = qkv(seed=4, b=4, s=LENGTHS_S)
+    bias = jax.random.normal(jax.random.PRNGKey(9), (4, 2, LENGTHS_S, LENGTHS_S)) if with_bias else None
+    got = attention(q, k, v, mask, "cudnn", bias=bias, window=window)
+    (call,) = calls
+    assert call["mask"] is None and (call["bias"] is None) == (not with_bias)
+    assert call["is_causal"] == (causal or window is not None)
+    shift = window if (window is not None and not causal) else 0
+    assert call["queries"] == LENGTHS_S + shift
+    assert call["local_window_size"] == (None if window is None else ((window, 0) if causal else (2 * window, 0)))
+    monkeypatch.undo()
+    real = np.asarray(PADDED_KEYS != 0)
+    ref = attention(q, k, v, mask, "xla", bias=bias, window=window)
+    np.testing.assert_allclose(np.asarray(got)[real], np.asarray(ref)[real], atol=1e-6)
+
+
+def test_cudnn_keeps_the_broadcast_mask_for_packed_rows(monkeypatch):
+    calls = record_cudnn_calls(monkeypatch)
+    segments = jnp.array([[1] * 5 + [2] * 19, [1] * 3 + [2] * 4 + [0] * 17])
+    q, k, v = qkv(seed=5, b=2, s=LENGTHS_S)
+    attention(q, k, v, AttentionMask(segments, packed=True), "cudnn", window=3)
+    (call,) = calls
+    assert call["mask"].shape == (2, 1, LENGTHS_S, LENGTHS_S) and call["local_window_size"] is None
+
+
+@pytest.mark.parametrize("family", ["modernbert", "qwen3", "gemma3"])
+def test_a_model_on_the_cudnn_route_scores_like_xla(monkeypatch, family):
+    """A whole model on the cuDNN route (ModernBERT's two-sided local layers, Qwen3's causal grouped
+    attention, Gemma 3's causal local layers) gives XLA's scores on a padded batch."""
+    arch = dict(vocab_size=64, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=48)
+    if family == "modernbert":
+        arch.update(local_attention=6, global_attn_every_n_layers=3)
+    elif family == "qwen3":
+        arch.update(num_key_value_heads=2, head_dim=8, max_position_embeddings=128)
+    else:
+        arch.update(model_type="gemma3_text", num_key_value_heads=2, head_dim=8, max_position_embeddings=128, sliding_window=6)
+        arch.update(layer_types=["sliding_attention", "full_attention", "sliding_attention"], use_bidirectional_attention=False)
+    ids = jnp.where(PADDED_KEYS[:2] > 0, 5 + (jnp.arange(LENGTHS_S)[None] * jnp.array([[1], [7]])) % 50, 0).astype(jnp.int32)
+    pooling = "cls" if family == "modernbert" else "last_token"
+    models = {impl: build_regressor(ModelConfig(family=family, attention=impl, pooling=pooling), arch, seed=3) for impl in ("xla", "cudnn")}
+    ref = np.asarray(models["xla"](ids, PADDED_KEYS[:2]))
+    calls = record_cudnn_calls(monkeypatch)
+    got = np.asarray(models["cudnn"](ids, PADDED_KEYS[:2]))
+    assert len(calls) == 3 and all(call["mask"] is None for call in calls)
+    np.testing.assert_allclose(got, ref, atol=1e-5)
+    assert np.ptp(ref, axis=0).max() > 1e-4
 
 
 def test_segment_mask_is_block_diagonal_and_pads_see_only_pads():

@@ -1,13 +1,14 @@
 """cuDNN's fused attention against XLA's on an NVIDIA GPU (skipped elsewhere; run on a lent device with
 ``python -m pytest tests/models/test_attention_gpu.py``): the sequence-length path for key padding,
-with and without DeBERTa's bias, and the broadcast-mask path for packed rows and folded windows."""
+with and without DeBERTa's bias, and the broadcast-mask path for packed rows and folded windows;
+causal rows and windows on padded rows as the kernel's own masks."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from omnidistill.models.layers import attention, band_mask, padding_mask, segment_mask
+from omnidistill.models.layers import AttentionMask, attention, band_mask, padding_mask, segment_mask
 
 pytestmark = pytest.mark.skipif(jax.default_backend() != "gpu", reason="cuDNN attention needs an NVIDIA GPU")
 
@@ -52,6 +53,28 @@ def test_cudnn_equals_xla_forward_and_gradients(kind, with_bias):
     (_, got), got_grads = jax.value_and_grad(lambda *a: loss("cudnn", *a), argnums=(0, 1, 2), has_aux=True)(q, k, v)
     keep = real_rows(kind)
     np.testing.assert_allclose(np.asarray(got)[keep], np.asarray(ref)[keep], atol=3e-2, rtol=3e-2)
+    for g, r in zip(got_grads, ref_grads, strict=True):
+        g, r = np.asarray(g.astype(jnp.float32)), np.asarray(r.astype(jnp.float32))
+        np.testing.assert_allclose(g, r, atol=0.1 * np.abs(r).max() + 1e-3)
+        assert np.isfinite(g).all()
+
+
+@pytest.mark.parametrize("causal, window", [(False, 8), (True, None), (True, 8)])
+def test_cudnn_padded_rows_with_causality_or_a_window_equal_xla(causal, window):
+    """Padded rows reach cuDNN with no mask array (``attention_by_lengths``): ModernBERT's two-sided
+    window as a causal window over shifted queries, a decoder's causal mask, Gemma 3's causal window."""
+    q, k, v, _ = inputs(1)
+    keep = (jnp.arange(S)[None] < LENGTHS[:, None]).astype(jnp.int32)
+    mask = AttentionMask(keep, causal=causal)
+    rows = np.asarray(real_rows("padding"))
+
+    def loss(impl, q, k, v):
+        out = attention(q, k, v, mask, impl, window=window).astype(jnp.float32)
+        return jnp.sum(jnp.where(jnp.asarray(rows)[:, :, None, None], out, 0.0) ** 2), out
+
+    (_, ref), ref_grads = jax.value_and_grad(lambda *a: loss("xla", *a), argnums=(0, 1, 2), has_aux=True)(q, k, v)
+    (_, got), got_grads = jax.value_and_grad(lambda *a: loss("cudnn", *a), argnums=(0, 1, 2), has_aux=True)(q, k, v)
+    np.testing.assert_allclose(np.asarray(got)[rows], np.asarray(ref)[rows], atol=3e-2, rtol=3e-2)
     for g, r in zip(got_grads, ref_grads, strict=True):
         g, r = np.asarray(g.astype(jnp.float32)), np.asarray(r.astype(jnp.float32))
         np.testing.assert_allclose(g, r, atol=0.1 * np.abs(r).max() + 1e-3)
