@@ -96,9 +96,9 @@ def test_padded_rows_as_lengths_causality_and_window_equal_the_mask(causal, wind
     q, k, v = qkv(seed=3, b=4, s=LENGTHS_S)
     real = np.asarray(PADDED_KEYS != 0)
 
-    def run(call):
+    def run(call):  # jitted: one compile rather than one per eager op
         loss = lambda q, k, v: jnp.sum(jnp.where(real[:, :, None, None], jnp.sin(call(q, k, v)), 0.0))
-        return call(q, k, v), jax.grad(loss, argnums=(0, 1, 2))(q, k, v)
+        return jax.jit(lambda q, k, v: (call(q, k, v), jax.grad(loss, argnums=(0, 1, 2))(q, k, v)))(q, k, v)
 
     ref, ref_grads = run(lambda q, k, v: attention(q, k, v, mask, "xla", window=window))
     got, got_grads = run(lambda q, k, v: attention_by_lengths(q, k, v, mask, None, window=window))
@@ -184,9 +184,10 @@ def test_a_model_on_the_cudnn_route_scores_like_xla(monkeypatch, family):
     ids = jnp.where(PADDED_KEYS[:2] > 0, 5 + (jnp.arange(LENGTHS_S)[None] * jnp.array([[1], [7]])) % 50, 0).astype(jnp.int32)
     pooling = "cls" if family == "modernbert" else "last_token"
     models = {impl: build_regressor(ModelConfig(family=family, attention=impl, pooling=pooling), arch, seed=3) for impl in ("xla", "cudnn")}
-    ref = np.asarray(models["xla"](ids, PADDED_KEYS[:2]))
+    score = nnx.jit(lambda model, ids, mask: model(ids, mask))  # one compile per model, not one per eager op
+    ref = np.asarray(score(models["xla"], ids, PADDED_KEYS[:2]))
     calls = record_cudnn_calls(monkeypatch)
-    got = np.asarray(models["cudnn"](ids, PADDED_KEYS[:2]))
+    got = np.asarray(score(models["cudnn"], ids, PADDED_KEYS[:2]))
     assert len(calls) == 3 and all(call["mask"] is None for call in calls)
     np.testing.assert_allclose(got, ref, atol=1e-5)
     assert np.ptp(ref, axis=0).max() > 1e-4
