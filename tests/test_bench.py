@@ -352,3 +352,33 @@ def test_the_cudnn_mask_array_lever_gives_windowed_and_causal_rows_the_mask_agai
         (call,) = calls
         assert (call["mask"] is not None) == masked and call.get("local_window_size") is None
         np.testing.assert_allclose(got[real], ref[real], atol=1e-6)
+
+
+def test_xla_flag_levers_reach_the_backend(repo_root):
+    """The XLA-flag levers are set before the backend starts, so XLA reads them: shown in a process of
+    its own with a flag the CPU backend acts on (three host devices), set the way the levers are, after
+    importing what ``bench_levers.py`` imports. The GPU levers' flags are ones this JAX knows: a fresh
+    process starts its backend with them (an unknown flag would stop it there)."""
+    probe = (
+        "import os, bench_levers, bench_cases, jax\n"
+        "bench_levers.apply(bench_levers.xla_flags('--xla_force_host_platform_device_count=3'))\n"
+        "print(len(jax.devices()))\n"
+        "for lever in ('cublas-gemms', 'cublaslt-epilogues'):\n"
+        "    bench_levers.apply(bench_levers.LEVERS[lever]())\n"
+        "print(os.environ['XLA_FLAGS'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(repo_root / "tools"), str(repo_root)])
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    devices, flags = done.stdout.strip().splitlines()
+    assert devices == "3"
+    assert "--xla_gpu_enable_triton_gemm=false" in flags and "--xla_gpu_enable_cublaslt=true" in flags
+    start = subprocess.run(
+        [sys.executable, "-c", "import jax; print(len(jax.devices()))"],
+        env={**env, "XLA_FLAGS": flags},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert start.returncode == 0 and start.stdout.strip() == "3", start.stderr[-2000:]

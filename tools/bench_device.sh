@@ -8,7 +8,8 @@
 # STAGES (comma-separated, default all): tests, varlen (realistic-length scoring, first), fixed (the
 # fixed-shape peer, eager and compiled), ours (omnidistill's fixed-shape train and score), levers
 # (DeBERTa training with each variant of tools/bench_levers.py; ModernBERT and Ettin-32M training and
-# --varlen scoring with cuDNN's mask array, against ours and varlen), large (mxbai-large at B64xS512
+# --varlen scoring with cuDNN's mask array, against ours and varlen; BERT-large and ModernBERT
+# training with cuBLAS for every matmul, and with cuBLASLt epilogues), large (mxbai-large at B64xS512
 # under remat). One 10-minute device command holds about two stages. pairs (not in all): per case, the
 # compiled peer then our training, back to back, so a call cut short still leaves whole same-chip
 # pairs (mbert, deberta and modernbert took 275 s on an H200; ettin-32m and bert-large 170 s).
@@ -55,6 +56,9 @@ if want levers; then
   done
   python3 tools/bench_levers.py cudnn-mask-array train --only=modernbert,ettin-32m | tee -a "$out/levers.jsonl"
   python3 tools/bench_levers.py cudnn-mask-array score --varlen --only=modernbert,ettin-32m | tee -a "$out/levers.jsonl"
+  for lever in cublas-gemms cublaslt-epilogues; do  # XLA flags: a flag this JAX lacks stops only its own run
+    python3 tools/bench_levers.py "$lever" train --only=bert-large,modernbert | tee -a "$out/levers.jsonl" || true
+  done
 fi
 if want large; then
   python3 tools/bench_train.py --only=bert-large --batch 64 --remat full,dots | tee "$out/ours_large_b64.jsonl"

@@ -16,14 +16,22 @@ Levers (docs/benchmarks.md says what each measured):
 - ``cudnn-mask-array``: cuDNN gets sequence lengths only for plain key padding, as before
   ``attention_by_lengths`` took causal rows and windows; those get the ``[B, 1, S, S]`` mask again
   (ModernBERT's local layers, decoders).
+- ``cublas-gemms``: XLA's GPU compiler emits no Triton GEMMs (``--xla_gpu_enable_triton_gemm=false``,
+  once JAX-Toolbox's default): every matmul goes to cuBLAS.
+- ``cublaslt-epilogues``: matmuls through cuBLASLt (``--xla_gpu_enable_cublaslt=true``), which can add
+  a bias in the matmul's epilogue instead of a pass of its own.
+
+The XLA-flag levers are added to ``XLA_FLAGS`` before the backend starts (neither this tool nor
+``bench_cases`` starts it on import).
 
 The DeBERTa variants give the model's scores and gradients (``tests/test_bench.py``).
 """
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import jax
@@ -32,8 +40,22 @@ import omnidistill.models.deberta_v2.modeling as deberta
 import omnidistill.models.layers as layers
 
 Patch = tuple[Any, str, Any]
-"""(object, attribute, value) set on the object before the tool runs: ``obj[attr]`` for a dict, which
-the modules that imported it share."""
+"""(object, attribute, value) set on the object before the tool runs: ``obj[attr]`` for a mapping (a
+dict the modules that imported it share, or ``os.environ``)."""
+
+
+def xla_flags(*flags: str) -> list[Patch]:
+    """``XLA_FLAGS`` with ``flags`` appended to what the environment has (read when the backend starts)."""
+    return [(os.environ, "XLA_FLAGS", " ".join([os.environ.get("XLA_FLAGS", ""), *flags]).strip())]
+
+
+def apply(patches: list[Patch]) -> None:
+    """Set each patch's value."""
+    for obj, attr, value in patches:
+        if isinstance(obj, MutableMapping):
+            obj[attr] = value
+        else:
+            setattr(obj, attr, value)
 
 
 def lengths_for_key_padding_only(takes_lengths: Callable[..., bool]) -> Callable[..., bool]:
@@ -55,6 +77,8 @@ LEVERS: dict[str, Callable[[], list[Patch]]] = {
         (deberta, "block_product", deberta.block_product_einsum),
     ],
     "cudnn-mask-array": lambda: [(layers, "takes_lengths", lengths_for_key_padding_only(layers.takes_lengths))],
+    "cublas-gemms": lambda: xla_flags("--xla_gpu_enable_triton_gemm=false"),
+    "cublaslt-epilogues": lambda: xla_flags("--xla_gpu_enable_cublaslt=true"),
 }
 
 
@@ -62,11 +86,7 @@ def main(argv: list[str]) -> None:
     if len(argv) < 2 or argv[0] not in LEVERS or argv[1] not in ("train", "score"):
         sys.exit(f"usage: bench_levers.py {{{','.join(LEVERS)}}} train|score [bench options]")
     lever, kind, *args = argv
-    for obj, attr, value in LEVERS[lever]():
-        if isinstance(obj, dict):
-            obj[attr] = value
-        else:
-            setattr(obj, attr, value)
+    apply(LEVERS[lever]())
     from bench_cases import run_cli
 
     print(f'{{"lever": "{lever}"}}', flush=True)
