@@ -247,6 +247,11 @@ def test_op_mix_groups_a_real_trace_by_the_work_of_each_op(repo_root, tmp_path):
     mix = op_mix(events, ops, steps=2)
     assert mix["device_ms_per_step"] == round(sum(us for _, us in events) / 2 / 1e3, 3)
     assert {"matmul", "scatter"} <= set(mix["by_kind_ms"])
+    assert all(runs == 1 for *_, runs in mix["top_ops"])  # each op of f runs once a call
+    # one kernel name for 24 identical fusions over 2 steps (XLA's GPU kernel reuse): 12 runs a step
+    reused = op_mix([("input_reduce_fusion_1", 50.0)] * 24 + [("fusion.2", 10.0)] * 2, {}, steps=2)
+    assert reused["top_ops"][0][0] == "input_reduce_fusion_1" and reused["top_ops"][0][-2:] == [0.6, 12.0]
+    assert reused["top_ops"][1][-1] == 1.0
 
 
 def test_op_mix_reads_custom_calls_and_counts_device_streams_once(repo_root):

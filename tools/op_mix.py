@@ -187,20 +187,24 @@ def _lookup(ops: dict[str, tuple[str, str]], op: str) -> tuple[str, str]:
 
 
 def op_mix(events: Iterable[tuple[str, float]], ops: dict[str, tuple[str, str]], steps: int, top: int = 12) -> dict:
-    """Per-step device time by kind (ms and share) and the ``top`` slowest ops with their kind and JAX
-    op name, from :func:`op_events` over ``steps`` steps and :func:`hlo_ops`."""
+    """Per-step device time by kind (ms and share) and the ``top`` slowest ops, each as [name, kind,
+    JAX op name, ms per step, runs per step], from :func:`op_events` over ``steps`` steps and
+    :func:`hlo_ops`. On a GPU, XLA compiles identical fusions (one per layer, say) into one kernel
+    named after the first, so one name may stand for many ops: the runs tell how many."""
     by_kind: collections.Counter[str] = collections.Counter()
     by_op: collections.Counter[str] = collections.Counter()
+    runs: collections.Counter[str] = collections.Counter()
     for op, us in events:
         by_kind[_lookup(ops, op)[0]] += us
         by_op[op] += us
+        runs[op] += 1
     total = sum(by_kind.values())
     ms = lambda us: round(us / steps / 1e3, 3)
     return {
         "device_ms_per_step": ms(total),
         "by_kind_ms": {k: ms(by_kind[k]) for k in KINDS if by_kind[k]},
         "by_kind_share": {k: round(by_kind[k] / total, 3) for k in KINDS if by_kind[k]} if total else {},
-        "top_ops": [[op[:80], *_lookup(ops, op), ms(us)] for op, us in by_op.most_common(top)],
+        "top_ops": [[op[:80], *_lookup(ops, op), ms(us), round(runs[op] / steps, 2)] for op, us in by_op.most_common(top)],
     }
 
 
