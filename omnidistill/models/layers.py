@@ -368,9 +368,11 @@ def attention_by_lengths(
     keys and values, query i is row i' = i + w, and j <= i' with i' - j <= 2w is exactly
     i - w <= j <= i + w. The w leading rows are dropped from the output (they attend to the first
     keys and are never read). Exact for any w: the same scores, softmax and sum over the same keys.
+    A window that reaches every key of the rows (w >= S - 1: short rows of a local layer) is dropped.
     ``implementation`` is passed to ``jax.nn.dot_product_attention`` (XLA's kernel takes the same
     arguments, which is how the CPU tests check this against the mask)."""
     lengths = key_lengths(padding_mask(mask.keys))
+    window = None if window is not None and window >= q.shape[1] - 1 else window
     causal, local, shift = mask.causal, None, 0
     if window is not None and causal:
         local = (window, 0)

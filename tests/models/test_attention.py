@@ -154,6 +154,10 @@ def test_cudnn_gets_padded_rows_without_a_mask_array(monkeypatch, family, causal
     shift = window if (window is not None and not causal) else 0
     assert call["queries"] == LENGTHS_S + shift
     assert call["local_window_size"] == (None if window is None else ((window, 0) if causal else (2 * window, 0)))
+    if window is not None:  # a window over every key of the rows is no window: no shifted rows
+        monkeypatch.setattr(layers, "resolve_attention", lambda *a, **k: "cudnn")
+        attention(q, k, v, mask, "cudnn", bias=bias, window=LENGTHS_S - 1)
+        assert calls[-1]["queries"] == LENGTHS_S and calls[-1]["local_window_size"] is None
     monkeypatch.undo()
     real = np.asarray(PADDED_KEYS != 0)
     ref = attention(q, k, v, mask, "xla", bias=bias, window=window)
