@@ -3,12 +3,14 @@ kernel computes XLA's attention and gradients, and the choice from ``model.atten
 XLA where cuDNN cannot run."""
 
 import logging
+import tomllib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from packaging.requirements import Requirement
 
 from omnidistill.config import ModelConfig
 from omnidistill.models import layers
@@ -195,6 +197,16 @@ def test_a_model_on_the_cudnn_route_scores_like_xla(monkeypatch, family):
     assert len(calls) == 3 and all(call["mask"] is None for call in calls)
     np.testing.assert_allclose(got, ref, atol=1e-5)
     assert np.ptp(ref, axis=0).max() > 1e-4
+
+
+def test_the_declared_jax_gives_cudnn_a_batched_bias_gradient(repo_root):
+    """Before JAX 0.8, cuDNN's fused attention had a bias gradient only for a bias of batch 1
+    (``jax.nn.dot_product_attention`` raised in the backward pass otherwise): DeBERTa's [B, N, S, S]
+    relative-position scores could not train on a GPU. pyproject.toml admits no such JAX (and admits
+    this one)."""
+    deps = tomllib.loads((repo_root / "pyproject.toml").read_text())["project"]["dependencies"]
+    (jax_req,) = [r for r in map(Requirement, deps) if r.name == "jax"]
+    assert not jax_req.specifier.contains("0.7.2") and jax_req.specifier.contains(jax.__version__)
 
 
 def test_segment_mask_is_block_diagonal_and_pads_see_only_pads():
