@@ -157,7 +157,6 @@ def test_cudnn_gets_padded_rows_without_a_mask_array(monkeypatch, family, causal
     assert call["queries"] == LENGTHS_S + shift
     assert call["local_window_size"] == (None if window is None else ((window, 0) if causal else (2 * window, 0)))
     if window is not None:  # a window over every key of the rows is no window: no shifted rows
-        monkeypatch.setattr(layers, "resolve_attention", lambda *a, **k: "cudnn")
         attention(q, k, v, mask, "cudnn", bias=bias, window=LENGTHS_S - 1)
         assert calls[-1]["queries"] == LENGTHS_S and calls[-1]["local_window_size"] is None
     monkeypatch.undo()
