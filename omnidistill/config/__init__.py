@@ -53,7 +53,8 @@ class ModelConfig:
     """Overrides the backbone's hidden/attention dropout when set."""
     attention: Literal["auto", "xla", "cudnn", "blocked", "splash"] = "auto"
     """Attention kernel: ``cudnn`` (``jax.nn.dot_product_attention``'s fused kernel, NVIDIA GPUs,
-    bf16/fp16; right-padded key masks go in as sequence lengths), ``splash`` (TPU splash attention
+    bf16/fp16; right-padded rows go in as sequence lengths, their causality and local windows as
+    cuDNN's own masks), ``splash`` (TPU splash attention
     with segment ids, Pallas; no additive bias, so not DeBERTa), ``xla`` (XLA's kernel, any device),
     ``blocked`` (a few heads at a time, so that the scores stay in cache: the fast one on CPU for long
     rows), or ``auto`` (splash on TPU but for a biased attention, cudnn where it applies, blocked on
