@@ -37,30 +37,36 @@ def real_rows(kind: str) -> np.ndarray:
     return np.arange(S)[None] < np.asarray(LENGTHS)[:, None]
 
 
+def cudnn_and_xla(mask, keep: np.ndarray, *args, window=None) -> tuple[list, list]:
+    """Outputs and gradients (q, k, v, and the bias when one is given) of XLA's kernel and cuDNN's on
+    ``mask``, compared on the real query rows ``keep`` [B, S]: outputs within 3e-2, each gradient
+    within a tenth of the reference's largest, finite. Returns (cuDNN's, XLA's) gradients."""
+    rows = jnp.asarray(keep)[:, :, None, None]
+
+    def loss(impl, q, k, v, bias=None):
+        out = attention(q, k, v, mask, impl, bias=bias, window=window).astype(jnp.float32)
+        return jnp.sum(jnp.where(rows, out, 0.0) ** 2), out
+
+    argnums = tuple(range(len(args)))
+    (_, ref), ref_grads = jax.value_and_grad(lambda *a: loss("xla", *a), argnums=argnums, has_aux=True)(*args)
+    (_, got), got_grads = jax.value_and_grad(lambda *a: loss("cudnn", *a), argnums=argnums, has_aux=True)(*args)
+    np.testing.assert_allclose(np.asarray(got)[keep], np.asarray(ref)[keep], atol=3e-2, rtol=3e-2)
+    got_grads = [np.asarray(g.astype(jnp.float32)) for g in got_grads]
+    ref_grads = [np.asarray(r.astype(jnp.float32)) for r in ref_grads]
+    for g, r in zip(got_grads, ref_grads, strict=True):
+        np.testing.assert_allclose(g, r, atol=0.1 * np.abs(r).max() + 1e-3)
+        assert np.isfinite(g).all()
+    return got_grads, ref_grads
+
+
 @pytest.mark.parametrize("kind", ["padding", "segments", "band"])
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_cudnn_equals_xla_forward_and_gradients(kind, with_bias):
     q, k, v, bias = inputs()
-    mask = masks()[kind]
-    rows = jnp.asarray(real_rows(kind))[:, :, None, None]
-    bias = bias if with_bias else None
-
-    def loss(impl, q, k, v, bias):
-        out = attention(q, k, v, mask, impl, bias=bias).astype(jnp.float32)
-        return jnp.sum(jnp.where(rows, out, 0.0) ** 2), out
-
     # with a bias, its gradient too (DeBERTa's position scores train through it; batch 3, not 1)
-    argnums = (0, 1, 2, 3) if with_bias else (0, 1, 2)
-    (_, ref), ref_grads = jax.value_and_grad(lambda *a: loss("xla", *a), argnums=argnums, has_aux=True)(q, k, v, bias)
-    (_, got), got_grads = jax.value_and_grad(lambda *a: loss("cudnn", *a), argnums=argnums, has_aux=True)(q, k, v, bias)
-    keep = real_rows(kind)
-    np.testing.assert_allclose(np.asarray(got)[keep], np.asarray(ref)[keep], atol=3e-2, rtol=3e-2)
-    for g, r in zip(got_grads, ref_grads, strict=True):
-        g, r = np.asarray(g.astype(jnp.float32)), np.asarray(r.astype(jnp.float32))
-        np.testing.assert_allclose(g, r, atol=0.1 * np.abs(r).max() + 1e-3)
-        assert np.isfinite(g).all()
+    got, ref = cudnn_and_xla(masks()[kind], real_rows(kind), q, k, v, *([bias] if with_bias else []))
     if with_bias:  # a real gradient for a bias of batch 3 (JAX's private batching rule once gave zeros)
-        assert np.abs(np.asarray(got_grads[3].astype(jnp.float32))).max() > 0.1 * np.abs(np.asarray(ref_grads[3].astype(jnp.float32))).max()
+        assert np.abs(got[3]).max() > 0.1 * np.abs(ref[3]).max()
 
 
 @pytest.mark.parametrize("causal, window", [(False, 8), (True, None), (True, 8)])
@@ -69,17 +75,4 @@ def test_cudnn_padded_rows_with_causality_or_a_window_equal_xla(causal, window):
     window as a causal window over shifted queries, a decoder's causal mask, Gemma 3's causal window."""
     q, k, v, _ = inputs(1)
     keep = (jnp.arange(S)[None] < LENGTHS[:, None]).astype(jnp.int32)
-    mask = AttentionMask(keep, causal=causal)
-    rows = np.asarray(real_rows("padding"))
-
-    def loss(impl, q, k, v):
-        out = attention(q, k, v, mask, impl, window=window).astype(jnp.float32)
-        return jnp.sum(jnp.where(jnp.asarray(rows)[:, :, None, None], out, 0.0) ** 2), out
-
-    (_, ref), ref_grads = jax.value_and_grad(lambda *a: loss("xla", *a), argnums=(0, 1, 2), has_aux=True)(q, k, v)
-    (_, got), got_grads = jax.value_and_grad(lambda *a: loss("cudnn", *a), argnums=(0, 1, 2), has_aux=True)(q, k, v)
-    np.testing.assert_allclose(np.asarray(got)[rows], np.asarray(ref)[rows], atol=3e-2, rtol=3e-2)
-    for g, r in zip(got_grads, ref_grads, strict=True):
-        g, r = np.asarray(g.astype(jnp.float32)), np.asarray(r.astype(jnp.float32))
-        np.testing.assert_allclose(g, r, atol=0.1 * np.abs(r).max() + 1e-3)
-        assert np.isfinite(g).all()
+    cudnn_and_xla(AttentionMask(keep, causal=causal), real_rows("padding"), q, k, v, window=window)
