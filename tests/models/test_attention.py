@@ -165,6 +165,24 @@ def test_cudnn_gets_padded_rows_without_a_mask_array(monkeypatch, family, causal
     np.testing.assert_allclose(np.asarray(got)[real], np.asarray(ref)[real], atol=1e-6)
 
 
+def test_cudnn_folds_a_two_sided_window_into_the_mask_in_short_rows(monkeypatch):
+    """Rows under SHIFTED_WINDOW_FROM windows (24 tokens, a window of 8 either side) would cost the
+    shift more than it saves: the window is folded into the mask there, with the same attention; a
+    causal window is cuDNN's own at any length."""
+    calls = record_cudnn_calls(monkeypatch)
+    q, k, v = qkv(seed=7, b=4, s=LENGTHS_S)
+    assert LENGTHS_S < layers.SHIFTED_WINDOW_FROM * 8
+    two_sided = attention(q, k, v, AttentionMask(PADDED_KEYS), "cudnn", window=8)
+    attention(q, k, v, AttentionMask(PADDED_KEYS, causal=True), "cudnn", window=8)
+    folded, causal = calls
+    assert folded["mask"].shape == (4, 1, LENGTHS_S, LENGTHS_S) and folded["queries"] == LENGTHS_S
+    assert causal["mask"] is None and causal["local_window_size"] == (8, 0)
+    monkeypatch.undo()
+    real = np.asarray(PADDED_KEYS != 0)
+    ref = attention(q, k, v, AttentionMask(PADDED_KEYS), "xla", window=8)
+    np.testing.assert_allclose(np.asarray(two_sided)[real], np.asarray(ref)[real], atol=1e-6)
+
+
 def test_cudnn_keeps_the_broadcast_mask_for_packed_rows(monkeypatch):
     calls = record_cudnn_calls(monkeypatch)
     segments = jnp.array([[1] * 5 + [2] * 19, [1] * 3 + [2] * 4 + [0] * 17])
