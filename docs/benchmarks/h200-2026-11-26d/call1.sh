@@ -1,0 +1,17 @@
+set -uo pipefail
+T0=$SECONDS; END=${END:-540}
+left() { echo $((END - (SECONDS - T0))); }
+export PYTHONPATH=/tmp/site:$PWD:$PWD/tools PYTHONUNBUFFERED=1
+ls /tmp/site/grain >/dev/null 2>&1 || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 -c "import jax, flax, torch, transformers; print('jax', jax.__version__, 'flax', flax.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__)"; date -u; } > $OUT/machine.txt 2>&1
+run() { local f=$1; shift; [ "$(left)" -gt 25 ] || { echo "skip $*"; return; }; timeout $(left) "$@" 2>&1 | grep '^{' | tee -a "$OUT/$f"; echo "$* -> $((SECONDS - T0)) s" | tee -a $OUT/times.txt; }
+JAX_PLATFORMS=cuda timeout 180 python3 -m pytest -q -n0 -p no:cacheprovider tests/models/test_attention_gpu.py 2>&1 | tail -40 > $OUT/gpu_tests.txt; tail -3 $OUT/gpu_tests.txt; echo "tests -> $((SECONDS - T0)) s" | tee -a $OUT/times.txt
+run ours_train.jsonl python3 tools/bench_train.py --only=modernbert
+run levers.jsonl python3 tools/bench_levers.py cudnn-mask-array train --only=modernbert
+run peer_compile.jsonl python3 .whl/peer_bench_torch.py --compile --only=modernbert
+run ours_varlen.jsonl python3 tools/bench_score.py --varlen --only=modernbert
+run levers.jsonl python3 tools/bench_levers.py cudnn-mask-array score --varlen --only=modernbert
+run peer_varlen_compile.jsonl python3 .whl/peer_bench_torch.py --varlen --compile --only=modernbert
+run ours_train.jsonl python3 tools/bench_train.py --only=bert-large
+run levers.jsonl python3 tools/bench_levers.py cublas-gemms train --only=bert-large
+echo "done at $((SECONDS - T0)) s"
