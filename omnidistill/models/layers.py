@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from omnidistill.models import dropout_masks
 from omnidistill.models.unpadding import TokenLayout
 
 
@@ -74,11 +75,12 @@ def activation(name: str):
 
 
 def dropout(x: jax.Array, rate: float, rng: jax.Array | None) -> jax.Array:
-    """Inverted dropout; the identity when ``rng`` is None (evaluation) or ``rate`` is 0."""
+    """Inverted dropout (masks from :mod:`omnidistill.models.dropout_masks`); the identity when ``rng``
+    is None (evaluation) or ``rate`` is 0."""
     if rng is None or rate <= 0.0:
         return x
-    keep = jax.random.bernoulli(rng, 1.0 - rate, x.shape)
-    return jnp.where(keep, x / (1.0 - rate), jnp.zeros_like(x))
+    keep, keep_prob = dropout_masks.keep_mask(rng, rate, x.shape)
+    return jnp.where(keep, x / keep_prob, jnp.zeros_like(x))
 
 
 def sub_rng(rng: jax.Array | None, *tags: int) -> jax.Array | None:
