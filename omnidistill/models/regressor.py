@@ -34,6 +34,13 @@ class Regressor(nnx.Module):
             features, hidden=model_cfg.head_hidden, dropout_rate=model_cfg.head_dropout, bias=model_cfg.head_bias, rngs=rngs
         )
 
+    @property
+    def dropout_rate(self) -> float:
+        """The largest dropout rate a training step applies: the backbone's, its pooler's, or the head's
+        (``shared_mlp``'s ``model.head_dropout``). At 0 the step needs no dropout RNG."""
+        backbone = max(getattr(self.arch, "hidden_dropout_prob", 0.0), getattr(self.arch, "pooler_dropout", 0.0))
+        return max(backbone, getattr(self.head, "dropout_rate", 0.0))
+
     def __call__(
         self,
         input_ids: jax.Array,

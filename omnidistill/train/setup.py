@@ -356,9 +356,8 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     state = state_target(params, tx, mesh, rules) if resuming else init_state(params, tx, cfg.train.seed, mesh, rules)
     state_shardings = jax.tree.map(lambda x: x.sharding, state)
     b_sharding = batch_sharding(mesh)
-    dropout = cfg.model.dropout if cfg.model.dropout is not None else getattr(loaded.model.arch, "hidden_dropout_prob", 0.0)
     step_fn = jax.jit(
-        make_train_step(graphdef, tx, loss_cfg=cfg.loss, grad_accum=cfg.train.grad_accum, dropout=dropout > 0),
+        make_train_step(graphdef, tx, loss_cfg=cfg.loss, grad_accum=cfg.train.grad_accum, dropout=loaded.model.dropout_rate > 0),
         in_shardings=(state_shardings, b_sharding),
         out_shardings=(state_shardings, replicated(mesh)),
         donate_argnums=0,

@@ -84,3 +84,27 @@ def test_a_bias_free_head_is_linear_sigmoid_only():
     assert "bias" not in nnx.state(model.head, nnx.Param).to_pure_dict()["linear"]
     with pytest.raises(ValueError, match="head_bias=false applies to the linear_sigmoid head only"):
         build_regressor(ModelConfig(family="bert", head="ordinal", head_bias=False), {**ARCH, "model_type": "bert"})
+
+
+MODERNBERT_ARCH = dict(
+    model_type="modernbert", vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32
+)
+
+
+@pytest.mark.parametrize(
+    ("family", "arch", "model_cfg", "rate"),
+    [
+        ("bert", ARCH, {}, 0.1),  # BERT's hidden_dropout_prob
+        ("bert", ARCH, {"dropout": 0.0}, 0.0),
+        ("modernbert", MODERNBERT_ARCH, {}, 0.0),  # ModernBERT's rates are all 0
+        ("modernbert", MODERNBERT_ARCH, {"head": "shared_mlp", "head_dropout": 0.2}, 0.2),
+        ("modernbert", {**MODERNBERT_ARCH, "attention_dropout": 0.05}, {}, 0.05),
+        ("modernbert", {**MODERNBERT_ARCH, "classifier_dropout": 0.3}, {"pooling": "cls"}, 0.3),
+    ],
+)
+def test_training_applies_every_dropout_the_model_has(family, arch, model_cfg, rate):
+    """``Regressor.dropout_rate`` (whether a training step passes a dropout RNG) sees the head's
+    dropout and every rate the backbone applies. A ``shared_mlp`` head on ModernBERT, whose backbone
+    rates are 0, and a ModernBERT config with only attention or classifier dropout, trained with none."""
+    model = build_regressor(ModelConfig(family=family, **model_cfg), arch)
+    assert model.dropout_rate == pytest.approx(rate)

@@ -51,7 +51,8 @@ class ModernBertConfig:
 
     @property
     def hidden_dropout_prob(self) -> float:
-        return max(self.embedding_dropout, self.mlp_dropout)
+        """The largest of the rates the port applies (embeddings, attention output, MLP, classifier)."""
+        return max(self.embedding_dropout, self.attention_dropout, self.mlp_dropout, self.classifier_dropout)
 
     @classmethod
     def from_hf(cls, hf: dict[str, Any]) -> ModernBertConfig:
