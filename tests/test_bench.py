@@ -359,6 +359,31 @@ def test_the_cudnn_mask_array_lever_gives_windowed_and_causal_rows_the_mask_agai
         np.testing.assert_allclose(got[real], ref[real], atol=1e-6)
 
 
+def test_the_dropout_lever_draws_masks_per_element_at_the_same_rate(repo_root, monkeypatch):
+    """``dropout-per-element`` draws masks as ``jax.random.bernoulli`` does (one hash call per element),
+    at the same rate (a binomial test) and scale: an A/B on a GPU times only how the draws are made."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from scipy import stats
+
+    from omnidistill.models import layers
+
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    from bench_levers import LEVERS
+
+    key, x = jax.random.PRNGKey(5), jnp.ones((256, 1024))
+    want = np.asarray(layers.dropout(x, 0.1, key))
+    with monkeypatch.context() as patched:
+        for obj, attr, value in LEVERS["dropout-per-element"]():
+            assert getattr(obj, attr) is not value
+            patched.setattr(obj, attr, value)
+        got = np.asarray(jax.jit(lambda x: layers.dropout(x, 0.1, key))(x))
+    assert stats.binomtest(int((got == 0).sum()), got.size, 0.1).pvalue > 1e-4
+    np.testing.assert_allclose(got[got != 0], 1 / 0.9, rtol=1e-6)
+    assert (got != want).any()
+
+
 def test_xla_flag_levers_reach_the_backend(repo_root):
     """The XLA-flag levers are set before the backend starts, so XLA reads them: shown in a process of
     its own with a flag the CPU backend acts on (three host devices), set the way the levers are, after

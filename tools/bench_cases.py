@@ -117,13 +117,23 @@ TINY = dict(
 )
 
 
-def _model(name: str, tiny: bool, dtype: str, attention: str, remat: str = "none", abstract: bool = False, scan: bool = False):
-    """The case's regressor (random weights), or its shapes only when ``abstract``; ``scan``: ``model.scan_layers``."""
+def _model(
+    name: str,
+    tiny: bool,
+    dtype: str,
+    attention: str,
+    remat: str = "none",
+    abstract: bool = False,
+    scan: bool = False,
+    dropout: bool = False,
+):
+    """The case's regressor (random weights), or its shapes only when ``abstract``; ``scan``: ``model.scan_layers``;
+    ``dropout``: the config's dropout rates, as ``omnidistill train`` applies them (else none)."""
     family, hf = CASES[name]
     hf = {**hf, **TINY} if tiny else dict(hf)
     # as the peer's *ForSequenceClassification; decoders as their embedding models pool
     pooling = get_family(family).default_pooling(hf) if get_family(family).decoder else "cls"
-    cfg = ModelConfig(family=family, pooling=pooling, attention=attention, dropout=0.0, remat=remat, scan_layers=scan)
+    cfg = ModelConfig(family=family, pooling=pooling, attention=attention, dropout=None if dropout else 0.0, remat=remat, scan_layers=scan)
     build = partial(build_regressor, cfg, hf, dtype={"bfloat16": jnp.bfloat16, "float32": jnp.float32}[dtype])
     return (nnx.eval_shape(build) if abstract else build()), hf
 
@@ -139,10 +149,10 @@ def _train_batch(hf: dict, batch: int, seq: int) -> dict[str, np.ndarray]:
     }
 
 
-def _jit_train_step(graphdef: Any, tx: Any, shardings: Any, mesh: Any, donate: bool = True) -> Any:
+def _jit_train_step(graphdef: Any, tx: Any, shardings: Any, mesh: Any, donate: bool = True, dropout: bool = False) -> Any:
     """The training run's step (``train/step.py``), jitted as the run jits it: the state donated."""
     return jax.jit(
-        make_train_step(graphdef, tx, loss_cfg=LossConfig(), dropout=False),
+        make_train_step(graphdef, tx, loss_cfg=LossConfig(), dropout=dropout),
         in_shardings=(shardings, batch_sharding(mesh)),
         out_shardings=(shardings, replicated(mesh)),
         donate_argnums=0 if donate else (),
@@ -181,13 +191,15 @@ def bench_train(
     donate: bool = True,
     feed: str = "device",
     profile: str = "",
+    dropout: bool = True,
 ) -> dict:
     """Training tokens/s of one case at B``batch`` x S``seq``. Levers: ``donate`` (the state's buffers
     reused by the step, as training does); ``feed`` ``device`` (one batch kept on the device) or
     ``host`` (each step's batch sent from host memory, as the training loop sends grain's batches);
     ``profile``: a folder for a ``jax.profiler`` trace of 3 more steps, whose op mix
-    (``tools/op_mix.py``) joins the result."""
-    model, hf = _model(name, tiny, dtype, attention, remat)
+    (``tools/op_mix.py``) joins the result; ``dropout``: the case's dropout rates applied, as
+    ``omnidistill train`` applies them (BERT's and DeBERTa's 0.1; the peer trains with them too), or none."""
+    model, hf = _model(name, tiny, dtype, attention, remat, dropout=dropout)
     graphdef, state = nnx.split(model, nnx.Param)
     params = state.to_pure_dict()
     mesh = build_mesh(MeshConfig())
@@ -197,7 +209,7 @@ def bench_train(
     host = _train_batch(hf, batch, seq)
     to_device = lambda: {k: global_batch_array(v, batch_sharding(mesh)) for k, v in host.items()}
     data = to_device()
-    step = _jit_train_step(graphdef, tx, shardings, mesh, donate).lower(train_state, data).compile()
+    step = _jit_train_step(graphdef, tx, shardings, mesh, donate, model.dropout_rate > 0).lower(train_state, data).compile()
     for _ in range(3):
         train_state, metrics = step(train_state, data)
     jax.block_until_ready(metrics)
@@ -237,6 +249,7 @@ def bench_train(
         remat=remat,
         donate=donate,
         feed=feed,
+        dropout=model.dropout_rate,
         peak_GB=device_peak_gb(),
         compiled_peak_GB=compiled_peak_gb(step),
         device=jax.devices()[0].device_kind,
@@ -493,6 +506,9 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
         p.add_argument("--remat", default="none", help="comma-separated model.remat policies, one case each: none,full,dots")
     if kind == "train":
         p.add_argument("--no-donate", dest="donate", action="store_false", help="do not donate the train state to the step (a lever)")
+        p.add_argument(
+            "--no-dropout", dest="dropout", action="store_false", help="train without the config's dropout (a lever; training applies it)"
+        )
         p.add_argument("--feed", default="device", choices=["device", "host"], help="host: each step's batch is sent from host memory")
         p.add_argument("--profile", default="", metavar="DIR", help="trace 3 more steps into DIR/CASE and add the op mix (tools/op_mix.py)")
     if kind == "memory":
@@ -532,7 +548,7 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
     fn = {"train": bench_train, "score": bench_score, "memory": bench_memory}[kind]
     common = dict(batch=args.batch, seq=args.seq, steps=args.steps, dtype=args.dtype, attention=args.attention, tiny=args.tiny)
     if kind == "train":
-        common.update(donate=args.donate, feed=args.feed, profile=args.profile)
+        common.update(donate=args.donate, feed=args.feed, profile=args.profile, dropout=args.dropout)
     if getattr(args, "varlen", None):
         lengths = [int(x) for x in Path(args.varlen).read_text(encoding="ascii").split()]
         fn = partial(bench_score_varlen, lengths=lengths, pack_length=args.pack_length, batch_tokens=args.batch_tokens)

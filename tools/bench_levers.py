@@ -20,6 +20,8 @@ Levers (docs/benchmarks.md says what each measured):
   once JAX-Toolbox's default): every matmul goes to cuBLAS.
 - ``cublaslt-epilogues``: matmuls through cuBLASLt (``--xla_gpu_enable_cublaslt=true``), which can add
   a bias in the matmul's epilogue instead of a pass of its own.
+- ``dropout-per-element``: dropout masks from ``jax.random.bernoulli``, one Threefry call per element,
+  as before the 16-bit draws (``models/dropout_masks.py``).
 
 The XLA-flag levers are added to ``XLA_FLAGS`` before the backend starts (neither this tool nor
 ``bench_cases`` starts it on import).
@@ -37,6 +39,7 @@ from typing import Any
 import jax
 
 import omnidistill.models.deberta_v2.modeling as deberta
+import omnidistill.models.dropout_masks as dropout_masks
 import omnidistill.models.layers as layers
 
 Patch = tuple[Any, str, Any]
@@ -79,6 +82,7 @@ LEVERS: dict[str, Callable[[], list[Patch]]] = {
     "cudnn-mask-array": lambda: [(layers, "takes_lengths", lengths_for_key_padding_only(layers.takes_lengths))],
     "cublas-gemms": lambda: xla_flags("--xla_gpu_enable_triton_gemm=false"),
     "cublaslt-epilogues": lambda: xla_flags("--xla_gpu_enable_cublaslt=true"),
+    "dropout-per-element": lambda: [(dropout_masks, "keep_mask", dropout_masks.keep_mask_per_element)],
 }
 
 
