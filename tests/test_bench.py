@@ -54,6 +54,19 @@ def test_bench_train_every_family(repo_root, tmp_path):
     }
 
 
+def test_bench_train_builds_its_cases_with_the_dropout_training_applies(repo_root, monkeypatch):
+    """``bench_train.py`` steps with the case's dropout, as ``omnidistill train`` does and as the peer
+    does (its models train in training mode): 0.1 for mBERT's config, none for Ettin's, and none with
+    ``--no-dropout``. It ran without dropout before, against a peer with it."""
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    import bench_cases
+
+    for name, rate in [("mbert", 0.1), ("deberta-v3-base", 0.1), ("ettin-32m-like", 0.0)]:
+        assert bench_cases._model(name, True, "float32", "xla", abstract=True, dropout=True)[0].dropout_rate == rate
+        assert bench_cases._model(name, True, "float32", "xla", abstract=True, dropout=False)[0].dropout_rate == 0.0
+    assert bench_cases.bench_train.__kwdefaults__["dropout"] is True
+
+
 def test_bench_score_filter(repo_root):
     rows = run(repo_root, "bench_score.py", "--only", "mbert,ettin", "--batch", "8", "--seq", "64")
     cases = [r for r in rows if "model" in r]
