@@ -1,7 +1,7 @@
 """A bench tool run with one lever set: a change undone, or a variant not in the code yet, patched into
 the modules before the tool runs, so that both sides of an A/B run the same tool on the same machine.
 
-    python tools/bench_levers.py LEVER train|score [bench_train.py / bench_score.py options]
+    python tools/bench_levers.py LEVER train|score|memory [bench_train.py / bench_score.py / bench_memory.py options]
     python tools/bench_levers.py deberta-cpu-layout train --only=deberta
 
 Levers (docs/benchmarks.md says what each measured):
@@ -22,6 +22,7 @@ Levers (docs/benchmarks.md says what each measured):
   a bias in the matmul's epilogue instead of a pass of its own.
 - ``dropout-per-element``: dropout masks from ``jax.random.bernoulli``, one Threefry call per element,
   as before the 16-bit draws (``models/dropout_masks.py``).
+- ``dropout-redrawn-masks`` (a variant): each dropout mask drawn again in the backward pass instead of kept.
 
 The XLA-flag levers are added to ``XLA_FLAGS`` before the backend starts (neither this tool nor
 ``bench_cases`` starts it on import).
@@ -83,12 +84,13 @@ LEVERS: dict[str, Callable[[], list[Patch]]] = {
     "cublas-gemms": lambda: xla_flags("--xla_gpu_enable_triton_gemm=false"),
     "cublaslt-epilogues": lambda: xla_flags("--xla_gpu_enable_cublaslt=true"),
     "dropout-per-element": lambda: [(dropout_masks, "keep_mask", dropout_masks.keep_mask_per_element)],
+    "dropout-redrawn-masks": lambda: [(dropout_masks, "drop", dropout_masks.drop_redrawing_masks)],
 }
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) < 2 or argv[0] not in LEVERS or argv[1] not in ("train", "score"):
-        sys.exit(f"usage: bench_levers.py {{{','.join(LEVERS)}}} train|score [bench options]")
+    if len(argv) < 2 or argv[0] not in LEVERS or argv[1] not in ("train", "score", "memory"):
+        sys.exit(f"usage: bench_levers.py {{{','.join(LEVERS)}}} train|score|memory [bench options]")
     lever, kind, *args = argv
     apply(LEVERS[lever]())
     from bench_cases import run_cli
