@@ -258,13 +258,15 @@ def bench_train(
 
 
 def _saved_bytes(name: str, tiny: bool, dtype: str, remat: str, batch: int, seq: int) -> tuple[int, Any, dict]:
-    """(activation bytes kept for the backward pass, parameter shapes, HF config)."""
-    model, hf = _model(name, tiny, dtype, "xla", remat, abstract=True)
+    """(activation bytes kept for the backward pass, parameter shapes, HF config), with the case's
+    dropout applied as training applies it."""
+    model, hf = _model(name, tiny, dtype, "xla", remat, abstract=True, dropout=True)
     graphdef, state = nnx.split(model, nnx.Param)
     params = state.to_pure_dict()
     data = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), _train_batch(hf, batch, seq))
     loss_fn = make_loss_fn(graphdef, LossConfig())
-    saved = saved_residuals(lambda p, d: loss_fn(p, d, None)[0], params, data)
+    rng = jax.random.PRNGKey(0) if model.dropout_rate > 0 else None
+    saved = saved_residuals(lambda p, d: loss_fn(p, d, rng)[0], params, data)
     activations = sum(a.size * a.dtype.itemsize for a, why in saved if "argument" not in why)
     return activations, params, hf
 

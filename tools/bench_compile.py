@@ -5,7 +5,7 @@
     python tools/bench_compile.py --tiny                  # a smoke test
 
 Each (case, layout) compiles in a fresh process: the real train step (AdamW, the paper's loss,
-B32xS512 bf16 by default, as ``tools/bench_train.py``) is lowered and compiled from shapes alone,
+B32xS512 bf16 by default, with the case's dropout, as ``tools/bench_train.py``) is lowered and compiled from shapes alone,
 so nothing is allocated and any size can be measured on any machine. One JSON line per measurement:
 seconds to build the (abstract) model, to trace and lower the step, and to compile it, XLA's peak-memory estimate of the compiled step
 (``compiled_peak_GB``, per device) and the peak resident memory of the compiling process
@@ -41,7 +41,7 @@ def compile_once(name: str, scan: bool, *, batch: int, seq: int, dtype: str, tin
 
     jax.config.update("jax_enable_compilation_cache", False)  # a persistent-cache hit is no compile to time
     start = time.perf_counter()
-    model, hf = _model(name, tiny, dtype, "auto", abstract=True, scan=scan)
+    model, hf = _model(name, tiny, dtype, "auto", abstract=True, scan=scan, dropout=True)
     built_at = time.perf_counter()
     graphdef, state = nnx.split(model, nnx.Param)
     params = state.to_pure_dict()
@@ -53,7 +53,7 @@ def compile_once(name: str, scan: bool, *, batch: int, seq: int, dtype: str, tin
         rng=jax.eval_shape(lambda: jax.random.PRNGKey(0)),
     )
     data = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in _train_batch(hf, batch, seq).items()}
-    step = jax.jit(make_train_step(graphdef, tx, dropout=False), donate_argnums=0)
+    step = jax.jit(make_train_step(graphdef, tx, dropout=model.dropout_rate > 0), donate_argnums=0)
     lowered = step.lower(train_state, data)
     lowered_at = time.perf_counter()
     compiled = lowered.compile()
