@@ -79,8 +79,7 @@ def dropout(x: jax.Array, rate: float, rng: jax.Array | None) -> jax.Array:
     is None (evaluation) or ``rate`` is 0."""
     if rng is None or rate <= 0.0:
         return x
-    keep, keep_prob = dropout_masks.keep_mask(rng, rate, x.shape)
-    return jnp.where(keep, x / keep_prob, jnp.zeros_like(x))
+    return dropout_masks.drop(x, rate, rng)
 
 
 def sub_rng(rng: jax.Array | None, *tags: int) -> jax.Array | None:
