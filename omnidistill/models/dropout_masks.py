@@ -7,12 +7,12 @@ into 32. Here each call of the hash serves four elements: its two 32-bit words a
 thus realized to 1/65,536 (0.1 is 0.100006), and the kept values are scaled by the inverse of the
 realized keep probability, so that the expectation stays exact.
 
-The counters are the flat positions of the mask's groups of four along its last axis, so a mask does
-not depend on how the array is sharded across devices, nor on the backend (Threefry is exact integer
-arithmetic). Measured on an H200 (docs/benchmarks.md, seventh lease): BERT-large's training step
-with dropout 0.1 ran 1.014–1.020× faster than with per-element draws, where dropout costs it 5–8% in
-all; an optimization barrier that kept the hash's words out of their readers' fusions measured level
-(0.5% slower), and is not used.
+The counters are the positions of the mask's groups of four along its last axis (the row along the
+first axis, and the position within it), so a mask does not depend on how the array is sharded
+across devices, nor on the backend (Threefry is exact integer arithmetic). Measured on an H200
+(docs/benchmarks.md, seventh lease): BERT-large's training step with dropout 0.1 ran 1.014–1.020×
+faster than with per-element draws, where dropout costs it 5–8% in all; an optimization barrier that
+kept the hash's words out of their readers' fusions measured level (0.5% slower), and is not used.
 """
 
 from __future__ import annotations
@@ -35,16 +35,27 @@ def _key_words(rng: jax.Array) -> tuple[jax.Array, jax.Array]:
     return data[0].astype(jnp.uint32), data[1].astype(jnp.uint32)
 
 
-def _flat_positions(shape: tuple[int, ...]) -> jax.Array:
-    """uint32 array of ``shape`` holding each element's row-major position."""
+def _positions(shape: tuple[int, ...]) -> jax.Array:
+    """uint32 array of ``shape`` holding each element's row-major position (under 2^32 elements)."""
     if math.prod(shape) >= 2**32:
-        raise ValueError(f"a dropout mask of shape {shape} has 2^32 groups of draws or more")
+        raise ValueError(f"a dropout mask's rows of shape {shape} hold 2^32 groups of draws or more")
     positions = jnp.zeros(shape, jnp.uint32)
     stride = 1
     for axis in reversed(range(len(shape))):
         positions = positions + jax.lax.broadcasted_iota(jnp.uint32, shape, axis) * jnp.uint32(stride)
         stride *= shape[axis]
     return positions
+
+
+def _counters(shape: tuple[int, ...]) -> tuple[jax.Array, jax.Array]:
+    """Threefry's two counter words for each group: the index along the first axis, and the position
+    within that row. Distinct for every group, for arrays of any total size (a pod's global batch)."""
+    if len(shape) < 2:
+        return jnp.zeros(shape, jnp.uint32), _positions(shape)
+    if shape[0] >= 2**32:
+        raise ValueError(f"a dropout mask of shape {shape} has 2^32 rows or more")
+    rows = jax.lax.broadcasted_iota(jnp.uint32, shape, 0)
+    return rows, jnp.broadcast_to(_positions(shape[1:]), shape)
 
 
 def drop_threshold(rate: float) -> int:
@@ -59,9 +70,9 @@ def keep_mask(rng: jax.Array, rate: float, shape: tuple[int, ...]) -> tuple[jax.
     threshold = drop_threshold(rate)
     lead, last = (shape[:-1], shape[-1]) if shape else ((), 1)
     groups = -(-last // DRAWS_PER_CALL)
-    counters = _flat_positions((*lead, groups))
+    row, position = _counters((*lead, groups))
     k1, k2 = _key_words(rng)
-    hi, lo = threefry2x32_p.bind(k1, k2, jnp.zeros_like(counters), counters)
+    hi, lo = threefry2x32_p.bind(k1, k2, row, position)
     low16 = jnp.uint32(2**DRAW_BITS - 1)
     draws = jnp.stack([hi & low16, hi >> DRAW_BITS, lo & low16, lo >> DRAW_BITS], axis=-1)
     draws = draws.reshape(*lead, groups * DRAWS_PER_CALL)[..., :last].reshape(shape)

@@ -89,6 +89,16 @@ def test_masks_do_not_depend_on_sharding(spec):
     np.testing.assert_array_equal(np.asarray(sharded), want)
 
 
+def test_every_group_gets_its_own_counter_at_any_size():
+    """The two counter words (row, position in the row) differ for every group of four, and a pod's
+    global batch with 2^32 groups or more still gets a mask (traced from shapes: 2^34 elements)."""
+    row, position = dropout_masks._counters((3, 5, 7))
+    pairs = set(zip(np.asarray(row).ravel().tolist(), np.asarray(position).ravel().tolist(), strict=True))
+    assert len(pairs) == 3 * 5 * 7
+    huge = jax.eval_shape(lambda k: dropout_masks.keep_mask(k, 0.1, (2**17, 2**10, 2**7))[0], KEY)
+    assert huge.shape == (2**17, 2**10, 2**7)
+
+
 def test_rates_outside_0_1_are_refused():
     with pytest.raises(ValueError, match="not in"):
         dropout_masks.keep_mask(KEY, 1.0, (4,))
