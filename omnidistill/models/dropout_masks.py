@@ -59,10 +59,12 @@ def _counters(shape: tuple[int, ...]) -> tuple[jax.Array, jax.Array]:
 
 
 def drop_threshold(rate: float) -> int:
-    """The 16-bit draw under which an element is dropped: ``round(rate · 2^16)``."""
+    """The 16-bit draw under which an element is dropped: ``round(rate · 2^16)``, at most 2^16 − 1 so
+    that one draw in 65,536 is kept (a rate within 2^-17 of 1 would otherwise keep none, and the
+    scale 1/0 would make the gradients NaN)."""
     if not 0.0 <= rate < 1.0:
         raise ValueError(f"dropout rate {rate} is not in [0, 1)")
-    return round(rate * 2**DRAW_BITS)
+    return min(round(rate * 2**DRAW_BITS), 2**DRAW_BITS - 1)
 
 
 def keep_mask(rng: jax.Array, rate: float, shape: tuple[int, ...]) -> tuple[jax.Array, float]:

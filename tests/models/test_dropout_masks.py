@@ -99,6 +99,13 @@ def test_every_group_gets_its_own_counter_at_any_size():
     assert huge.shape == (2**17, 2**10, 2**7)
 
 
+def test_a_rate_next_to_1_keeps_one_draw_in_65536_and_finite_gradients():
+    x = jnp.ones((256, 4096))  # about 16 kept
+    grads = jax.grad(lambda x: jnp.sum(dropout(x, 0.999999, KEY)))(x)
+    assert dropout_masks.keep_mask(KEY, 0.999999, (1,))[1] == 1 / 65536
+    assert np.isfinite(np.asarray(grads)).all() and np.asarray(grads).max() == 65536
+
+
 def test_rates_outside_0_1_are_refused():
     with pytest.raises(ValueError, match="not in"):
         dropout_masks.keep_mask(KEY, 1.0, (4,))
