@@ -68,7 +68,8 @@ def drop_threshold(rate: float) -> int:
 
 
 def keep_mask(rng: jax.Array, rate: float, shape: tuple[int, ...]) -> tuple[jax.Array, float]:
-    """(boolean keep mask of ``shape``, its keep probability ``1 − round(rate · 2^16) / 2^16``)."""
+    """(boolean keep mask of ``shape``, its keep probability ``1 − threshold / 2^16``, the threshold
+    from :func:`drop_threshold`)."""
     threshold = drop_threshold(rate)
     lead, last = (shape[:-1], shape[-1]) if shape else ((), 1)
     groups = -(-last // DRAWS_PER_CALL)

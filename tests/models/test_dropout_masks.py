@@ -10,31 +10,9 @@ from scipy import stats
 
 from omnidistill.models import dropout_masks
 from omnidistill.models.layers import dropout
+from tests.models.jaxprs import output_shapes
 
 KEY = jax.random.PRNGKey(11)
-
-
-def _hash_sizes(fn, *args) -> list[int]:
-    """Output sizes of every threefry2x32 call in ``fn``'s jaxpr (nested jaxprs included)."""
-    sizes = []
-
-    def walk(jaxpr):
-        for eqn in jaxpr.eqns:
-            if eqn.primitive.name == "threefry2x32":
-                sizes.append(int(np.prod(eqn.outvars[0].aval.shape)))
-            for sub in _subjaxprs(eqn):
-                walk(sub)
-
-    walk(jax.make_jaxpr(fn)(*args).jaxpr)
-    return sizes
-
-
-def _subjaxprs(eqn):
-    for value in eqn.params.values():
-        for item in value if isinstance(value, tuple | list) else [value]:
-            inner = getattr(item, "jaxpr", item)
-            if hasattr(inner, "eqns"):
-                yield inner
 
 
 def test_one_hash_call_draws_for_four_elements():
@@ -42,7 +20,7 @@ def test_one_hash_call_draws_for_four_elements():
     ``jax.random.bernoulli`` hashed once per element."""
     for shape in [(4, 10, 64), (3, 7, 10), (5,)]:
         x = jnp.ones(shape)
-        sizes = _hash_sizes(lambda x: dropout(x, 0.1, KEY), x)
+        sizes = [int(np.prod(s)) for s in output_shapes(jax.make_jaxpr(lambda x: dropout(x, 0.1, KEY))(x).jaxpr, "threefry2x32")]
         groups = int(np.prod(shape[:-1])) * -(-shape[-1] // 4)
         assert sizes == [groups], (shape, sizes)
 
@@ -80,7 +58,7 @@ def test_keys_and_call_sites_give_different_masks():
 @pytest.mark.parametrize("spec", [PartitionSpec("d"), PartitionSpec(None, None, "d")])
 def test_masks_do_not_depend_on_sharding(spec):
     """The same key gives the same mask whether the array lives on one device or is split over eight,
-    along its batch or its last axis (the counters are flat positions)."""
+    along its batch or its last axis (the counters are positions in the whole array)."""
     shape = (8, 6, 64)
     want = np.asarray(jax.jit(lambda k: dropout_masks.keep_mask(k, 0.1, shape)[0])(KEY))
     mesh = Mesh(np.array(jax.devices()[:8]), ("d",))

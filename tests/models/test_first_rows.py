@@ -14,6 +14,7 @@ from tests.models import test_deberta_v2_parity as deberta
 from tests.models import test_modernbert_parity as modernbert
 from tests.models import test_xlm_roberta_parity as xlmr
 from tests.models.hf_fixtures import TINY_BERT, flax_from_folder, random_batch, save_tiny
+from tests.models.jaxprs import output_shapes
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -38,16 +39,7 @@ CASES = {
 
 def dot_shapes(jaxpr) -> list[tuple[int, ...]]:
     """Output shapes of every matmul in a jaxpr, nested jaxprs included."""
-    shapes = []
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "dot_general":
-            shapes.append(tuple(eqn.outvars[0].aval.shape))
-        for value in eqn.params.values():
-            for sub in value if isinstance(value, list | tuple) else [value]:
-                inner = getattr(sub, "jaxpr", sub)
-                if hasattr(inner, "eqns"):
-                    shapes.extend(dot_shapes(inner))
-    return shapes
+    return output_shapes(jaxpr, "dot_general")
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -1,0 +1,17 @@
+"""Reading a traced program's structure in tests: which primitives it runs, at what shapes."""
+
+from __future__ import annotations
+
+
+def output_shapes(jaxpr, primitive: str) -> list[tuple[int, ...]]:
+    """Output shapes of every ``primitive`` equation in a jaxpr, nested jaxprs (jit, scan, custom_vjp) included."""
+    shapes = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == primitive:
+            shapes.append(tuple(eqn.outvars[0].aval.shape))
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, list | tuple) else [value]:
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    shapes.extend(output_shapes(inner, primitive))
+    return shapes
