@@ -397,10 +397,11 @@ def test_the_dropout_lever_draws_masks_per_element_at_the_same_rate(repo_root, m
     assert (got != want).any()
 
 
-def test_the_redrawn_masks_variant_gives_dropouts_values_and_gradients_and_keeps_no_mask(repo_root, monkeypatch):
-    """``dropout-redrawn-masks`` changes what the backward pass keeps, not what it computes: two dropout
-    sites around a nonlinearity give the same value and gradients (inputs and weights), and no boolean
-    mask is among the residuals the forward pass keeps for the backward pass (``drop`` keeps one a site)."""
+def test_dropout_redraws_its_masks_and_the_kept_masks_lever_gives_the_same_values_and_gradients(repo_root, monkeypatch):
+    """Dropout's backward pass draws each mask again: no boolean mask is among the residuals the forward
+    pass keeps for the backward pass. ``dropout-kept-masks`` changes what is kept (one mask a site), not
+    what is computed: two dropout sites around a nonlinearity give the same value and gradients (inputs
+    and weights) either way."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -424,13 +425,13 @@ def test_the_redrawn_masks_variant_gives_dropouts_values_and_gradients_and_keeps
         return sum(a.dtype == bool for a, _ in saved_residuals(loss, x, w))
 
     want, want_grads = jax.value_and_grad(loss, argnums=(0, 1))(x, w)
-    assert masks_kept() == 2
+    assert masks_kept() == 0
     with monkeypatch.context() as patched:
-        for obj, attr, value in LEVERS["dropout-redrawn-masks"]():
+        for obj, attr, value in LEVERS["dropout-kept-masks"]():
             assert getattr(obj, attr) is not value
             patched.setattr(obj, attr, value)
         got, got_grads = jax.value_and_grad(loss, argnums=(0, 1))(x, w)
-        assert masks_kept() == 0
+        assert masks_kept() == 2
     np.testing.assert_allclose(got, want, rtol=1e-5)  # float32 sums in another order
     for a, b in zip(got_grads, want_grads, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
@@ -464,3 +465,25 @@ def test_xla_flag_levers_reach_the_backend(repo_root):
         timeout=120,
     )
     assert start.returncode == 0 and start.stdout.strip() == "3", start.stderr[-2000:]
+
+
+def test_the_finite_per_array_lever_decides_as_the_step_does(repo_root, monkeypatch):
+    """``finite-per-array`` tests each gradient array where the step tests the global norm: the same
+    decision for finite gradients, a NaN or an infinity in one array, and a non-finite loss."""
+    import jax.numpy as jnp
+    import optax
+
+    from omnidistill.train.step import update_is_finite
+
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    from bench_levers import LEVERS, finite_per_array
+
+    (patch,) = LEVERS["finite-per-array"]()
+    assert patch[1] == "update_is_finite" and patch[2] is finite_per_array
+    grads = {"w": jnp.ones((3, 2)), "b": jnp.zeros(2)}
+    cases = [(1.0, grads), (jnp.nan, grads)]
+    cases += [(1.0, {**grads, "b": jnp.array([0.0, bad])}) for bad in (jnp.nan, jnp.inf, -jnp.inf)]
+    for total, tree in cases:
+        total = jnp.float32(total)
+        ours = bool(update_is_finite(total, tree, optax.global_norm(tree)))
+        assert ours == bool(finite_per_array(total, tree, optax.global_norm(tree))) == (tree is grads and bool(jnp.isfinite(total)))

@@ -10,7 +10,7 @@
 # (DeBERTa training with each variant of tools/bench_levers.py; ModernBERT and Ettin-32M training and
 # --varlen scoring with cuDNN's mask array, against ours and varlen; BERT-large and ModernBERT
 # training with cuBLAS for every matmul, and with cuBLASLt epilogues; mBERT and BERT-large training
-# with per-element dropout draws, with masks redrawn in the backward pass, and without dropout), large (mxbai-large at B64xS512
+# with per-element dropout draws, with masks kept for the backward pass, with a finiteness test per gradient array, and without dropout), large (mxbai-large at B64xS512
 # under remat). One 10-minute device command holds about two stages. pairs (not in all): per case, the
 # compiled peer then our training, back to back, so a call cut short still leaves whole same-chip
 # pairs (mbert, deberta and modernbert took 275 s on an H200; ettin-32m and bert-large 170 s).
@@ -60,7 +60,7 @@ if want levers; then
   for lever in cublas-gemms cublaslt-epilogues; do  # XLA flags: a flag this JAX lacks stops only its own run
     python3 tools/bench_levers.py "$lever" train --only=bert-large,modernbert | tee -a "$out/levers.jsonl" || true
   done
-  for lever in dropout-per-element dropout-redrawn-masks; do
+  for lever in dropout-per-element dropout-kept-masks finite-per-array; do
     python3 tools/bench_levers.py "$lever" train --only=mbert,bert-large | tee -a "$out/levers.jsonl"
   done
   python3 tools/bench_train.py --only=mbert,bert-large --no-dropout | tee -a "$out/levers.jsonl"

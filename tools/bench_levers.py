@@ -22,7 +22,10 @@ Levers (docs/benchmarks.md says what each measured):
   a bias in the matmul's epilogue instead of a pass of its own.
 - ``dropout-per-element``: dropout masks from ``jax.random.bernoulli``, one Threefry call per element,
   as before the 16-bit draws (``models/dropout_masks.py``).
-- ``dropout-redrawn-masks`` (a variant): each dropout mask drawn again in the backward pass instead of kept.
+- ``dropout-kept-masks``: each dropout mask kept for the backward pass, as before the masks were drawn
+  again there (``dropout_masks.drop``).
+- ``finite-per-array``: the train step tests each gradient array for non-finite values, as before it
+  took the global norm's finiteness (``train/step.py: update_is_finite``).
 
 The XLA-flag levers are added to ``XLA_FLAGS`` before the backend starts (neither this tool nor
 ``bench_cases`` starts it on import).
@@ -38,10 +41,12 @@ from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 import omnidistill.models.deberta_v2.modeling as deberta
 import omnidistill.models.dropout_masks as dropout_masks
 import omnidistill.models.layers as layers
+import omnidistill.train.step as train_step
 
 Patch = tuple[Any, str, Any]
 """(object, attribute, value) set on the object before the tool runs: ``obj[attr]`` for a mapping (a
@@ -69,6 +74,14 @@ def lengths_for_key_padding_only(takes_lengths: Callable[..., bool]) -> Callable
     )
 
 
+def finite_per_array(total: jax.Array, grads: Any, grad_norm: jax.Array) -> jax.Array:
+    """``train_step.update_is_finite`` as it was: the loss finite, and every gradient array tested
+    for non-finite values in a reduction of its own (the norm unused)."""
+    del grad_norm
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(grads)]
+    return jnp.isfinite(total) & jnp.all(jnp.stack(leaves))
+
+
 LEVERS: dict[str, Callable[[], list[Patch]]] = {
     "old-gelu": lambda: [(layers.ACTIVATIONS, "gelu", lambda x: jax.nn.gelu(x, approximate=False))],
     "deberta-one-block": lambda: [(deberta, "QUERY_BLOCK", 0)],
@@ -84,7 +97,8 @@ LEVERS: dict[str, Callable[[], list[Patch]]] = {
     "cublas-gemms": lambda: xla_flags("--xla_gpu_enable_triton_gemm=false"),
     "cublaslt-epilogues": lambda: xla_flags("--xla_gpu_enable_cublaslt=true"),
     "dropout-per-element": lambda: [(dropout_masks, "keep_mask", dropout_masks.keep_mask_per_element)],
-    "dropout-redrawn-masks": lambda: [(dropout_masks, "drop", dropout_masks.drop_redrawing_masks)],
+    "dropout-kept-masks": lambda: [(dropout_masks, "drop", dropout_masks.drop_keeping_masks)],
+    "finite-per-array": lambda: [(train_step, "update_is_finite", finite_per_array)],
 }
 
 

@@ -70,10 +70,17 @@ def make_loss_fn(graphdef: nnx.GraphDef, loss_cfg: LossConfig) -> Callable:
     return loss_fn
 
 
-def all_finite(tree: Any) -> jax.Array:
-    """True when every element of every array in ``tree`` is finite."""
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]
-    return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
+def update_is_finite(total: jax.Array, grads: Any, grad_norm: jax.Array) -> jax.Array:
+    """Whether a step may update the state: its loss and its gradients' global norm are finite.
+
+    The norm is finite exactly when every gradient is, unless the sum of squares overflows float32 (a
+    norm above about 1.8e19, which also counts as non-finite). The step needs the norm for its metrics
+    anyway, so this reads the gradients once; a finiteness test per array read them all a second time,
+    in a reduction per array (``tools/bench_levers.py finite-per-array`` measures it, docs/benchmarks.md).
+    ``grads`` is unused here; the lever's variant reads it.
+    """
+    del grads
+    return jnp.isfinite(total) & jnp.isfinite(grad_norm)
 
 
 def _micro_batches(batch: Batch, n: int) -> Batch:
@@ -120,14 +127,15 @@ def make_train_step(
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         # A non-finite loss or gradient leaves parameters and optimizer state untouched.
-        finite = jnp.isfinite(total) & all_finite(grads)
+        grad_norm = optax.global_norm(grads)
+        finite = update_is_finite(total, grads, grad_norm)
         params = jax.tree.map(lambda new, old: jnp.where(finite, new, old), params, state.params)
         opt_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), opt_state, state.opt_state)
         metrics = {
             "finite": finite,
             "loss": total / denom,
             "mae": abs_err / denom,
-            "grad_norm": optax.global_norm(grads),
+            "grad_norm": grad_norm,
             "cells": count,
             "tokens": jnp.sum(batch["attention_mask"]),
         }

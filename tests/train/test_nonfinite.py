@@ -34,6 +34,39 @@ def test_step_leaves_state_unchanged_on_nan(repo_root, nan_registered):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+def nan_gradient_loss(logits, scores, labels, mask, **_):
+    """A finite loss whose gradient is NaN: 0 · sqrt(|0|) is 0, and its derivative 0 · ∞."""
+    total, count = losses.masked_mse(logits, scores, labels, mask)
+    return total + 0.0 * jnp.sum(jnp.sqrt(jnp.abs(logits - jax.lax.stop_gradient(logits)))), count
+
+
+def test_a_finite_loss_with_a_nan_gradient_leaves_state_unchanged(repo_root, monkeypatch):
+    from omnidistill.train.state import TrainState
+
+    monkeypatch.setitem(losses.LOSSES, "nan_gradient_for_tests", nan_gradient_loss)
+    graphdef, params, tx, ds = tiny_setup(repo_root)
+    state = TrainState(jnp.int32(0), params, tx.init(params), jax.random.PRNGKey(0))
+    step = jax.jit(make_train_step(graphdef, tx, loss_cfg=LossConfig(name="nan_gradient_for_tests"), dropout=False))
+    new, metrics = step(state, batch_arrays(ds[0]))
+    assert np.isfinite(float(metrics["loss"])) and not np.isfinite(float(metrics["grad_norm"]))
+    assert not bool(metrics["finite"])
+    for a, b in zip(jax.tree.leaves((new.params, new.opt_state)), jax.tree.leaves((params, state.opt_state)), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_the_step_tests_finiteness_on_the_loss_and_the_gradient_norm_only(repo_root):
+    """The gradients are read once for their global norm, which is also the finiteness test: no
+    isfinite reduction per gradient array (``update_is_finite``), whatever the number of arrays."""
+    from omnidistill.train.state import TrainState
+
+    graphdef, params, tx, ds = tiny_setup(repo_root)
+    state = TrainState(jnp.int32(0), params, tx.init(params), jax.random.PRNGKey(0))
+    jaxpr = jax.make_jaxpr(make_train_step(graphdef, tx, dropout=False))(state, batch_arrays(ds[0]))
+    tests = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "is_finite"]
+    assert len(jax.tree.leaves(params)) > 10
+    assert [e.invars[0].aval.shape for e in tests] == [(), ()]
+
+
 def tiny_cfg(repo_root, tmp_path, policy):
     return load_config(
         repo_root / "configs" / "tiny.yaml",
