@@ -238,10 +238,11 @@ def test_op_mix_groups_a_real_trace_by_the_work_of_each_op(repo_root, tmp_path):
     sys.path.insert(0, str(repo_root / "tools"))
     import jax
     import jax.numpy as jnp
-    from op_mix import hlo_ops, op_events, op_mix, trace_file
+    from op_mix import hlo_ops, op_events, op_mix, source_lines, source_mix, trace_file
 
     def f(w, x, idx):
-        return jnp.tanh(x @ w).sum(0), jnp.zeros(4096).at[idx].add(x[:, 0])
+        h = jax.grad(lambda w: jnp.tanh(x @ w).sum())(w)
+        return h.sum(0), jnp.zeros(4096).at[idx].add(x[:, 0])
 
     args = (jnp.ones((256, 256)), jnp.ones((512, 256)), jnp.arange(512) % 4096)
     compiled = jax.jit(f).lower(*args).compile()
@@ -262,6 +263,14 @@ def test_op_mix_groups_a_real_trace_by_the_work_of_each_op(repo_root, tmp_path):
     assert {"matmul", "scatter"} <= set(mix["by_kind_ms"])
     assert all(runs == 1 for *_, runs in mix["top_ops"])  # each op of f runs once a call
     # one kernel name for 24 identical fusions over 2 steps (XLA's GPU kernel reuse): 12 runs a step
+    # by source line and pass: the forward dot on the lambda's line, its transpose on the same line
+    # in the backward pass, the scatter-add on f's return line, outside any differentiation
+    line = f.__code__.co_firstlineno
+    where = lambda n: f"tests/test_bench.py:{line + n}"
+    by_source = source_mix(events, ops, source_lines(compiled.as_text()), steps=2, top=50)
+    assert round(sum(ms for _, _, ms, _, _ in by_source), 3) == pytest.approx(mix["device_ms_per_step"], abs=0.002)
+    lines = {(source.split(" ")[0], p) for source, p, _, _, kinds in by_source if {"matmul", "scatter"} & set(kinds)}
+    assert {(where(1), "forward"), (where(1), "backward"), (where(2), "other")} <= lines
     reused = op_mix([("input_reduce_fusion_1", 50.0)] * 24 + [("fusion.2", 10.0)] * 2, {}, steps=2)
     assert reused["top_ops"][0][0] == "input_reduce_fusion_1" and reused["top_ops"][0][-2:] == [0.6, 12.0]
     assert reused["top_ops"][1][-1] == 1.0

@@ -8,6 +8,13 @@ TensorBoard needed to read it). Each timed event that names an ``hlo_op`` is one
 the kernels on the device's stream lines, on the CPU the runtime's thunks. An op's kind comes from
 its opcode, a fusion's from the ops inside it (a fusion holding a dot is matmul work), a custom
 call's from its target (cuDNN's fused attention, cuBLAS gemms, Pallas/Mosaic kernels).
+
+The same time is also summed by the source line that made each op (:func:`source_mix`: the HLO's
+stack frames, the innermost frame JAX kept, which is the caller's line in the model or a library
+such as flax) and by pass (forward, backward, or neither: the optimizer update). On a GPU, XLA's
+command buffers name every kernel in them after the first of its kind, so for times per line run
+with ``XLA_FLAGS=--xla_gpu_enable_command_buffer=``, as the eighth lease did
+(``docs/benchmarks.md``).
 """
 
 from __future__ import annotations
@@ -208,8 +215,75 @@ def op_mix(events: Iterable[tuple[str, float]], ops: dict[str, tuple[str, str]],
     }
 
 
+_TABLE_ROW = re.compile(r"^(\d+) (.*)$")
+_FIELD = re.compile(r"(\w+)=(\d+)")
+_FRAME = re.compile(r"stack_frame_id=(\d+)")
+
+
+def source_lines(hlo_text: str) -> dict[str, str]:
+    """Instruction name -> ``dir/file.py:LINE function`` of its innermost stack frame, read from the
+    module's FileNames, FunctionNames, FileLocations and StackFrames tables (instructions without a
+    frame are left out)."""
+    tables: dict[str, dict[int, str]] = {"FileNames": {}, "FunctionNames": {}, "FileLocations": {}, "StackFrames": {}}
+    current: dict[int, str] | None = None
+    frames: dict[str, str] = {}
+    for line in hlo_text.splitlines():
+        if line in tables:
+            current = tables[line]
+            continue
+        row = _TABLE_ROW.match(line) if current is not None else None
+        if row:
+            current[int(row.group(1))] = row.group(2).strip('"')
+            continue
+        current = None
+        named, frame = _NAME.match(line), _FRAME.search(line)
+        if named and frame:
+            frames[named.group(1)] = frame.group(1)
+
+    def label(frame_id: str) -> str | None:
+        frame = dict(_FIELD.findall(tables["StackFrames"].get(int(frame_id), "")))
+        location = dict(_FIELD.findall(tables["FileLocations"].get(int(frame.get("file_location_id", 0)), "")))
+        if not location:
+            return None
+        path = "/".join(tables["FileNames"].get(int(location["file_name_id"]), "?").split("/")[-2:])
+        return f"{path}:{location['line']} {tables['FunctionNames'].get(int(location['function_name_id']), '?')}"
+
+    labels = {frame_id: label(frame_id) for frame_id in set(frames.values())}
+    return {name: labels[frame_id] for name, frame_id in frames.items() if labels[frame_id]}
+
+
+def _pass_of(op_name: str) -> str:
+    """``backward`` for an op JAX made by transposing (``transpose(jvp(...))``), ``forward`` for one
+    of the differentiated function, ``other`` for the rest (the optimizer update, the metrics)."""
+    return "backward" if "transpose(" in op_name else "forward" if "jvp(" in op_name else "other"
+
+
+def source_mix(
+    events: Iterable[tuple[str, float]], ops: dict[str, tuple[str, str]], sources: dict[str, str], steps: int, top: int = 12
+) -> list:
+    """The ``top`` source lines by device time per step, each as [``file:line function``, pass, ms per
+    step, runs per step, {kind: ms} of every kind among its ops], from :func:`op_events`,
+    :func:`hlo_ops` and :func:`source_lines`.
+    Ops without a frame count under ``?``."""
+    time: collections.Counter[tuple[str, str]] = collections.Counter()
+    runs: collections.Counter[tuple[str, str]] = collections.Counter()
+    kinds: dict[tuple[str, str], collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for op, us in events:
+        kind, op_name = _lookup(ops, op)
+        key = (sources.get(op, "?"), _pass_of(op_name))
+        time[key] += us
+        runs[key] += 1
+        kinds[key][kind] += us
+    ms = lambda us: round(us / steps / 1e3, 3)
+    return [
+        [*key, ms(us), round(runs[key] / steps, 2), {k: ms(v) for k, v in kinds[key].most_common()}] for key, us in time.most_common(top)
+    ]
+
+
 def trace_op_mix(trace_dir: str | Path, hlo_text: str, steps: int, top: int = 12) -> dict:
-    """:func:`op_mix` of the newest trace under ``trace_dir``, for the program whose HLO text is given."""
+    """:func:`op_mix` of the newest trace under ``trace_dir``, for the program whose HLO text is given,
+    with its :func:`source_mix` as ``by_source``."""
     with gzip.open(trace_file(trace_dir), "rt", encoding="utf-8") as fh:
         trace = json.load(fh)
-    return op_mix(op_events(trace), hlo_ops(hlo_text), steps, top)
+    events, ops = op_events(trace), hlo_ops(hlo_text)
+    return {**op_mix(events, ops, steps, top), "by_source": source_mix(events, ops, source_lines(hlo_text), steps, top)}
