@@ -127,5 +127,14 @@ def test_eval_reports_nll_calibration_and_spearman_as_scipy_computes_them(soft_r
     assert len(bins) == 10 and sum(b["cells"] for b in bins) == len(err)
     ordered = np.sort(spread)
     assert bins[0]["std"] == pytest.approx(ordered[: bins[0]["cells"]].mean(), abs=1e-5)
-    low = np.argsort(spread, kind="stable")[: bins[0]["cells"]]
-    assert bins[0]["acc1"] == pytest.approx(np.mean(np.asarray(err)[low] <= 1.0), abs=1e-9)
+    # The most confident bin's Acc@±1 is one that some order of the cells tied at its edge gives: the
+    # oracle's floats differ from ours by ~1e-7, so the order of cells whose std ties (a barely
+    # trained model gives nearly one std per dimension) and an error of exactly 1 can differ.
+    n0, s, e, tol = bins[0]["cells"], np.asarray(spread), np.asarray(err), 1e-5
+    edge = ordered[n0 - 1]
+    inside, tied = s < edge - tol, np.abs(s - edge) <= tol
+    surely, maybe = e <= 1.0 - tol, e <= 1.0 + tol
+    free = n0 - int(inside.sum())
+    fewest = int(surely[inside].sum()) + max(0, free - int((~surely[tied]).sum()))
+    most = int(maybe[inside].sum()) + min(free, int(maybe[tied].sum()))
+    assert fewest - 1e-6 <= bins[0]["acc1"] * n0 <= most + 1e-6
