@@ -406,11 +406,11 @@ def test_the_dropout_lever_draws_masks_per_element_at_the_same_rate(repo_root, m
     assert (got != want).any()
 
 
-def test_dropout_redraws_its_masks_and_the_kept_masks_lever_gives_the_same_values_and_gradients(repo_root, monkeypatch):
-    """Dropout's backward pass draws each mask again: no boolean mask is among the residuals the forward
-    pass keeps for the backward pass. ``dropout-kept-masks`` changes what is kept (one mask a site), not
-    what is computed: two dropout sites around a nonlinearity give the same value and gradients (inputs
-    and weights) either way."""
+def test_dropout_redraws_its_masks_on_accelerators_and_the_kept_masks_lever_gives_the_same_values(repo_root, monkeypatch):
+    """On a GPU or TPU dropout's backward pass draws each mask again: no boolean mask is among the
+    residuals the forward pass keeps for the backward pass. The CPU, and ``dropout-kept-masks`` on any
+    backend, keep one a site. What is kept changes, not what is computed: two dropout sites around a
+    nonlinearity give the same value and gradients (inputs and weights) either way."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -433,13 +433,14 @@ def test_dropout_redraws_its_masks_and_the_kept_masks_lever_gives_the_same_value
     def masks_kept():
         return sum(a.dtype == bool for a, _ in saved_residuals(loss, x, w))
 
+    assert jax.default_backend() == "cpu" and masks_kept() == 2
     want, want_grads = jax.value_and_grad(loss, argnums=(0, 1))(x, w)
-    assert masks_kept() == 0
     with monkeypatch.context() as patched:
-        for obj, attr, value in LEVERS["dropout-kept-masks"]():
-            assert getattr(obj, attr) is not value
-            patched.setattr(obj, attr, value)
+        patched.setattr(jax, "default_backend", lambda: "gpu")
+        assert masks_kept() == 0
         got, got_grads = jax.value_and_grad(loss, argnums=(0, 1))(x, w)
+        for obj, attr, value in LEVERS["dropout-kept-masks"]():
+            patched.setattr(obj, attr, value)
         assert masks_kept() == 2
     np.testing.assert_allclose(got, want, rtol=1e-5)  # float32 sums in another order
     for a, b in zip(got_grads, want_grads, strict=True):

@@ -93,14 +93,26 @@ def _masked(x: jax.Array, rate: float, rng: jax.Array) -> jax.Array:
     return jnp.where(keep, x / keep_prob, jnp.zeros_like(x))
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def redraws_masks() -> bool:
+    """Whether :func:`drop` draws each mask again in the backward pass rather than keeping it: on a GPU
+    or TPU. A training step then keeps no boolean array per site: 49 of 16.8 M elements (0.82 GB) for
+    BERT-large at B32×S512. On an H200 that lowered BERT-large's peak memory from 20.19 to 19.39 GB
+    and mBERT's from 8.22 to 7.92 GB, with the step's time level within 0.5% (docs/benchmarks.md,
+    eighth lease). The CPU keeps the masks: there the redraw made a training step's compile 28%
+    slower (the hash's code twice in the program; tiny BERT, three runs each) for memory a CPU host
+    rarely lacks. A TPU takes the GPU's choice (not measured there)."""
+    return jax.default_backend() != "cpu"
+
+
 def drop(x: jax.Array, rate: float, rng: jax.Array) -> jax.Array:
-    """Inverted dropout of ``x`` with the mask :func:`keep_mask` draws. The backward pass draws the mask
-    again from ``rng`` rather than keeping it, so a training step keeps no boolean array per site: 49 of
-    16.8 M elements (0.82 GB) for BERT-large at B32×S512. On an H200 that lowered BERT-large's peak
-    memory from 20.19 to 19.39 GB and mBERT's from 8.22 to 7.92 GB, with the step's time level within
-    0.5% (docs/benchmarks.md, eighth lease): the redraw's hash costs about what writing and reading the
-    mask did."""
+    """Inverted dropout of ``x`` with the mask :func:`keep_mask` draws; the backward pass redraws the
+    mask or keeps it as :func:`redraws_masks` says. Both give the same values and gradients."""
+    return (drop_redrawing_masks if redraws_masks() else drop_keeping_masks)(x, rate, rng)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def drop_redrawing_masks(x: jax.Array, rate: float, rng: jax.Array) -> jax.Array:
+    """:func:`drop` whose backward pass draws the mask again from ``rng`` rather than keeping it."""
     return _masked(x, rate, rng)
 
 
@@ -114,10 +126,10 @@ def _redraw_backward(rate: float, rng: jax.Array, grad: jax.Array) -> tuple[jax.
     return _masked(grad, rate, rng), None
 
 
-drop.defvjp(_redraw_forward, _redraw_backward)
+drop_redrawing_masks.defvjp(_redraw_forward, _redraw_backward)
 
 
 def drop_keeping_masks(x: jax.Array, rate: float, rng: jax.Array) -> jax.Array:
-    """:func:`drop` differentiated by JAX, which keeps each mask for the backward pass, as before the
-    redraw (``tools/bench_levers.py dropout-kept-masks``)."""
+    """:func:`drop` differentiated by JAX, which keeps each mask for the backward pass: the CPU's, and
+    every backend's before the redraw (``tools/bench_levers.py dropout-kept-masks``)."""
     return _masked(x, rate, rng)
