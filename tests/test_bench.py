@@ -262,7 +262,6 @@ def test_op_mix_groups_a_real_trace_by_the_work_of_each_op(repo_root, tmp_path):
     assert mix["device_ms_per_step"] == round(sum(us for _, us in events) / 2 / 1e3, 3)
     assert {"matmul", "scatter"} <= set(mix["by_kind_ms"])
     assert all(runs == 1 for *_, runs in mix["top_ops"])  # each op of f runs once a call
-    # one kernel name for 24 identical fusions over 2 steps (XLA's GPU kernel reuse): 12 runs a step
     # by source line and pass: the forward dot on the lambda's line, its transpose on the same line
     # in the backward pass, the scatter-add on f's return line, outside any differentiation
     line = f.__code__.co_firstlineno
@@ -271,6 +270,7 @@ def test_op_mix_groups_a_real_trace_by_the_work_of_each_op(repo_root, tmp_path):
     assert round(sum(ms for _, _, ms, _, _ in by_source), 3) == pytest.approx(mix["device_ms_per_step"], abs=0.002)
     lines = {(source.split(" ")[0], p) for source, p, _, _, kinds in by_source if {"matmul", "scatter"} & set(kinds)}
     assert {(where(1), "forward"), (where(1), "backward"), (where(2), "other")} <= lines
+    # one kernel name for 24 identical fusions over 2 steps (XLA's GPU kernel reuse): 12 runs a step
     reused = op_mix([("input_reduce_fusion_1", 50.0)] * 24 + [("fusion.2", 10.0)] * 2, {}, steps=2)
     assert reused["top_ops"][0][0] == "input_reduce_fusion_1" and reused["top_ops"][0][-2:] == [0.6, 12.0]
     assert reused["top_ops"][1][-1] == 1.0

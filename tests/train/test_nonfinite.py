@@ -8,6 +8,7 @@ import pytest
 from omnidistill import losses
 from omnidistill.config import LossConfig, load_config
 from omnidistill.train.loop import TrainError, train
+from omnidistill.train.state import TrainState
 from omnidistill.train.step import make_train_step
 from tests.train.helpers import batch_arrays, tiny_setup
 
@@ -22,15 +23,18 @@ def nan_registered(monkeypatch):
     monkeypatch.setitem(losses.LOSSES, "nan_for_tests", nan_loss)
 
 
-def test_step_leaves_state_unchanged_on_nan(repo_root, nan_registered):
-    from omnidistill.train.state import TrainState
-
+def first_step(repo_root, loss: LossConfig):
+    """(initial train state, the un-jitted train step, the first batch) of the tiny setup."""
     graphdef, params, tx, ds = tiny_setup(repo_root)
     state = TrainState(jnp.int32(0), params, tx.init(params), jax.random.PRNGKey(0))
-    step = jax.jit(make_train_step(graphdef, tx, loss_cfg=LossConfig(name="nan_for_tests"), dropout=False))
-    new, metrics = step(state, batch_arrays(ds[0]))
+    return state, make_train_step(graphdef, tx, loss_cfg=loss, dropout=False), batch_arrays(ds[0])
+
+
+def test_step_leaves_state_unchanged_on_nan(repo_root, nan_registered):
+    state, step, batch = first_step(repo_root, LossConfig(name="nan_for_tests"))
+    new, metrics = jax.jit(step)(state, batch)
     assert not bool(metrics["finite"])
-    for a, b in zip(jax.tree.leaves(new.params), jax.tree.leaves(params), strict=True):
+    for a, b in zip(jax.tree.leaves(new.params), jax.tree.leaves(state.params), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
@@ -41,29 +45,22 @@ def nan_gradient_loss(logits, scores, labels, mask, **_):
 
 
 def test_a_finite_loss_with_a_nan_gradient_leaves_state_unchanged(repo_root, monkeypatch):
-    from omnidistill.train.state import TrainState
-
     monkeypatch.setitem(losses.LOSSES, "nan_gradient_for_tests", nan_gradient_loss)
-    graphdef, params, tx, ds = tiny_setup(repo_root)
-    state = TrainState(jnp.int32(0), params, tx.init(params), jax.random.PRNGKey(0))
-    step = jax.jit(make_train_step(graphdef, tx, loss_cfg=LossConfig(name="nan_gradient_for_tests"), dropout=False))
-    new, metrics = step(state, batch_arrays(ds[0]))
+    state, step, batch = first_step(repo_root, LossConfig(name="nan_gradient_for_tests"))
+    new, metrics = jax.jit(step)(state, batch)
     assert np.isfinite(float(metrics["loss"])) and not np.isfinite(float(metrics["grad_norm"]))
     assert not bool(metrics["finite"])
-    for a, b in zip(jax.tree.leaves((new.params, new.opt_state)), jax.tree.leaves((params, state.opt_state)), strict=True):
+    for a, b in zip(jax.tree.leaves((new.params, new.opt_state)), jax.tree.leaves((state.params, state.opt_state)), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_the_step_tests_finiteness_on_the_loss_and_the_gradient_norm_only(repo_root):
     """The gradients are read once for their global norm, which is also the finiteness test: no
     isfinite reduction per gradient array (``update_is_finite``), whatever the number of arrays."""
-    from omnidistill.train.state import TrainState
-
-    graphdef, params, tx, ds = tiny_setup(repo_root)
-    state = TrainState(jnp.int32(0), params, tx.init(params), jax.random.PRNGKey(0))
-    jaxpr = jax.make_jaxpr(make_train_step(graphdef, tx, dropout=False))(state, batch_arrays(ds[0]))
+    state, step, batch = first_step(repo_root, LossConfig())
+    jaxpr = jax.make_jaxpr(step)(state, batch)
     tests = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "is_finite"]
-    assert len(jax.tree.leaves(params)) > 10
+    assert len(jax.tree.leaves(state.params)) > 10
     assert [e.invars[0].aval.shape for e in tests] == [(), ()]
 
 
