@@ -6,7 +6,9 @@ import shutil
 import sys
 import tempfile
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+from tests.xla_env import xla_flags
+
+os.environ.setdefault("XLA_FLAGS", xla_flags(8))  # 8 simulated CPU devices, compiled fast (tests/xla_env.py)
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

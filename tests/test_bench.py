@@ -7,11 +7,13 @@ import sys
 
 import pytest
 
+from tests.xla_env import child_env
+
 
 def one_device_env() -> dict[str, str]:
     """The tools on one CPU device, as a user runs them (the suite's 8 simulated devices make every
     compile of a sharded step slower, and the tools' figures are per device anyway)."""
-    return {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    return child_env()
 
 
 def run(repo_root, tool, *args, tiny: bool = True):

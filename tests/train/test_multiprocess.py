@@ -5,7 +5,6 @@ sharded across processes (each reading its own rows from the token cache), equal
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -16,6 +15,7 @@ import numpy as np
 import pytest
 
 from omnidistill.runs.checkpoint import read_state_arrays
+from tests.xla_env import child_env
 
 STEPS = 6
 
@@ -48,18 +48,12 @@ def command(repo_root, run, *extra):
     ]
 
 
-def env(devices: int, **extra: str) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
-    e.update({"XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}", "JAX_PLATFORMS": "cpu", **extra})
-    return e
-
-
 def run_multi(repo_root, run, *extra) -> None:
     port = free_port()
     procs = [
         subprocess.Popen(
             command(repo_root, run, *extra),
-            env=env(2, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i)),
+            env=child_env(2, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i)),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -78,7 +72,7 @@ def final_params(run):
 @pytest.fixture(scope="module")
 def single(tmp_path_factory, repo_root):
     run = tmp_path_factory.mktemp("mp") / "single"
-    done = subprocess.run(command(repo_root, run), env=env(4), capture_output=True, text=True, timeout=400)
+    done = subprocess.run(command(repo_root, run), env=child_env(4), capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     return run
 
@@ -152,7 +146,7 @@ def test_simulated_slurm_job_puts_every_local_device_in_the_mesh():
         slurm = {"SLURM_JOB_ID": job, "SLURM_STEP_NODELIST": "127.0.0.1", "SLURM_NTASKS": "2", "SLURM_PROCID": str(i),
                  "SLURM_LOCALID": "0", "SLURM_STEP_NUM_NODES": "2", "SLURM_GPUS_ON_NODE": "2", "OMNIDISTILL_DISTRIBUTED": "1"}  # fmt: skip
         procs.append(
-            subprocess.Popen([sys.executable, "-c", SLURM_PROBE], env=env(2, **slurm), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            subprocess.Popen([sys.executable, "-c", SLURM_PROBE], env=child_env(2, **slurm), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         )
     outs = [p.communicate(timeout=180) for p in procs]
     for p, (_, err) in zip(procs, outs, strict=True):
@@ -180,7 +174,7 @@ def test_one_process_commands_refuse_several_processes(tmp_path, repo_root, comm
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "omnidistill", command, *(a.replace("OUT", out) for a in args)],
-            env=env(1, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i)),
+            env=child_env(1, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i)),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

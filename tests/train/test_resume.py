@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -21,6 +20,7 @@ from omnidistill.config import MeshConfig
 from omnidistill.parallel.mesh import build_mesh, param_shardings
 from omnidistill.runs.checkpoint import CheckpointError, RunCheckpoints, assert_finite, read_state_arrays
 from omnidistill.train.state import TrainState
+from tests.xla_env import child_env  # one CPU device: fast start-up
 
 STEPS = 10
 
@@ -43,13 +43,6 @@ def train_cmd(repo_root: Path, run: Path, *extra: str) -> list[str]:
         f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
         *extra,
     ]
-
-
-def child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("XLA_FLAGS", None)  # one CPU device: fast start-up
-    env["JAX_PLATFORMS"] = "cpu"
-    return env
 
 
 def finished_steps(run: Path) -> list[int]:
