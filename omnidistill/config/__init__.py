@@ -141,8 +141,9 @@ class DataConfig:
     """Read splits from a TFDS dataset instead of train/dev/test files."""
     read_threads: int = 16
     """grain reader threads that tokenize and batch ahead of the train step (order stays deterministic)."""
-    prefetch_buffer: int = 500
-    """Elements grain prepares ahead of the train step."""
+    prefetch_buffer: int = 32
+    """Batches grain prepares ahead of the train step (each element is a whole batch: grain's own
+    default of 500 read far beyond a short run's steps, and competed with its compile for the CPU)."""
     workers: int = 0
     """grain worker processes that tokenize (and pack) ahead of the train step; 0 runs in-process.
     The batch order depends on this value: resume with the same one."""

@@ -134,3 +134,44 @@ def test_process_rows_split_a_global_batch_or_refuse_by_name():
         process_rows(8, 0, 3)
     with pytest.raises(ValueError, match="process 2 is not one of 2 processes"):
         process_rows(8, 2, 2)
+
+
+def test_training_batches_read_ahead_at_most_the_prefetch_buffer_and_stop_when_closed(repo_root, monkeypatch):
+    """The training iterator tokenizes at most ``data.prefetch_buffer`` (32) batches beyond those taken
+    (grain's buffer holds the batches in flight too), and closing it (``train`` does as it finishes)
+    stops the readers.
+    With grain's default buffer of 500 a 6-step run tokenized up to 500 batches in its threads, which
+    competed with the step's compile for the CPU."""
+    import threading
+    import time
+
+    from omnidistill.config import load_config
+    from omnidistill.models.loader import load_tokenizer
+    from omnidistill.train.setup import training_batches
+
+    cfg = load_config(repo_root / "configs" / "tiny.yaml", [f"model.tokenizer={repo_root}/assets/tiny-wordpiece"])
+    encoder = RecordEncoder.from_config(load_tokenizer(cfg.model.tokenizer), cfg.data)
+    records = read_records(repo_root / "data" / "sample" / "train.jsonl")[0]
+    lock, encoded, encode = threading.Lock(), [0], RecordEncoder.__call__
+
+    def counted(self, record):
+        with lock:
+            encoded[0] += 1
+        return encode(self, record)
+
+    def settled() -> int:  # the count once the readers have stopped adding to it
+        last, deadline = -1, time.monotonic() + 30
+        while encoded[0] != last and time.monotonic() < deadline:
+            last = encoded[0]
+            time.sleep(0.5)
+        return last
+
+    monkeypatch.setattr(RecordEncoder, "__call__", counted)
+    batches = training_batches(cfg, records, encoder)
+    for _ in range(3):
+        next(batches)
+    assert settled() <= (3 + 32) * cfg.train.batch_size
+    batches.close()
+    closed = settled()
+    time.sleep(1.0)
+    assert encoded[0] == closed
