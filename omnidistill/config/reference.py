@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import inspect
 import itertools
 import typing
@@ -59,7 +60,10 @@ def config_rows(cls: type = Config, prefix: str = "") -> list[tuple[str, str, st
     return rows
 
 
+@functools.cache
 def config_reference_text() -> str:
+    """The keys as ``train --help`` lists them (built once per process: every parser of the CLI holds
+    it, and reading the docstrings parses the config module's source)."""
     return "\n".join(f"  {k} ({t}, default {d}){': ' + doc if doc else ''}" for k, t, d, doc in config_rows())
 
 
