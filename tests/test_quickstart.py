@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -30,7 +31,11 @@ def test_the_tiny_default_beats_the_mean_baseline_clearly(tmp_path, repo_root):
     for command in (["train", "configs/tiny.yaml", f"train.output_dir={run}"], ["eval", str(run), "--split", "dev", "--no-plots"]):
         # from the repository root (the config's relative paths), as command 1 runs it
         done = subprocess.run(
-            ["omnidistill", *command], cwd=repo_root, env=child_env(8, fast_compile=False), capture_output=True, text=True
+            [sys.executable, "-m", "omnidistill", *command],
+            cwd=repo_root,
+            env=child_env(8, fast_compile=False),
+            capture_output=True,
+            text=True,
         )
         assert done.returncode == 0, done.stderr[-3000:]
 

@@ -11,9 +11,10 @@
 # --varlen scoring with cuDNN's mask array, against ours and varlen; BERT-large and ModernBERT
 # training with cuBLAS for every matmul, and with cuBLASLt epilogues; mBERT and BERT-large training
 # with per-element dropout draws, with masks kept for the backward pass, with a finiteness test per
-# gradient array, and without dropout), large (mxbai-large at B64xS512 under remat). One 10-minute device command holds about two stages. pairs (not in all): per case, the
-# compiled peer then our training, back to back, so a call cut short still leaves whole same-chip
-# pairs (mbert, deberta and modernbert took 275 s on an H200; ettin-32m and bert-large 170 s).
+# gradient array, and without dropout), large (mxbai-large at B64xS512 under remat). One 10-minute
+# device command holds about two stages. pairs (not in all): per case, the compiled peer then our
+# training, back to back, so a call cut short still leaves whole same-chip pairs (mbert, deberta and
+# modernbert took 275 s on an H200; ettin-32m and bert-large 170 s).
 set -euo pipefail
 stages="${1:-all}"
 only="${2:-}"
