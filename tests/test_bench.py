@@ -29,8 +29,22 @@ def run(repo_root, tool, *args, tiny: bool = True):
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
+def bench_rows(repo_root, monkeypatch, capsys, kind: str, *args, tiny: bool = True) -> list[dict]:
+    """``tools/bench_{kind}.py`` (``memory`` or ``score``) run in this process, as ``run`` runs it in a
+    fresh one, without the few seconds that starting a Python with JAX costs. The memory estimates
+    come from shapes alone and scoring runs on one device, so the worker's simulated devices change
+    nothing; ``--case`` adds to the tool's table of cases, which is restored afterwards."""
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    import bench_cases
+
+    monkeypatch.setattr(bench_cases, "CASES", dict(bench_cases.CASES))
+    capsys.readouterr()
+    bench_cases.run_cli(kind, [*(["--tiny"] if tiny else []), "--steps", "2", *args])
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+
+
 @pytest.mark.slow
-def test_bench_train_every_family(repo_root, tmp_path):
+def test_bench_train_every_family(repo_root, tmp_path, monkeypatch, capsys):
     """Every case's model builds and traces a training step (memory estimates, no compile); one case
     trains for real through the tool (tests/test_families.py trains and exports every family
     through the CLI), with the levers off and its op mix profiled."""
@@ -42,7 +56,7 @@ def test_bench_train_every_family(repo_root, tmp_path):
     assert trained[0]["donate"] is False and trained[0]["feed"] == "host"
     mix = trained[0]["op_mix"]
     assert mix["by_kind_ms"]["matmul"] > 0 and (tmp_path / "qwen3-0.6b" / "step.hlo.txt").is_file()
-    cases = [r for r in run(repo_root, "bench_memory.py", "--batch", "8", "--seq", "64") if "model" in r]
+    cases = [r for r in bench_rows(repo_root, monkeypatch, capsys, "memory", "--batch", "8", "--seq", "64") if "model" in r]
     assert all("error" not in r and r["estimate_GB"] > 0 for r in cases)
     assert {r["model"] for r in cases} == {
         "mbert",
@@ -69,35 +83,34 @@ def test_bench_train_builds_its_cases_with_the_dropout_training_applies(repo_roo
     assert bench_cases.bench_train.__kwdefaults__["dropout"] is True
 
 
-def test_bench_score_filter(repo_root):
-    rows = run(repo_root, "bench_score.py", "--only", "mbert,ettin", "--batch", "8", "--seq", "64")
+def test_bench_score_filter(repo_root, monkeypatch, capsys):
+    rows = bench_rows(repo_root, monkeypatch, capsys, "score", "--only", "mbert,ettin", "--batch", "8", "--seq", "64")
     cases = [r for r in rows if "model" in r]
     assert [r["model"] for r in cases] == ["mbert", "modernbert-base(ettin-150m-like)", "ettin-32m-like"] and all(
         r["infer_ex_s"] > 0 for r in cases
     )
 
 
-def test_bench_memory_estimates_grow_with_batch_and_shrink_with_remat_and_fsdp(repo_root):
-    rows = run(repo_root, "bench_memory.py", "--only", "ettin-32m", "--batch", "32", "--seq", "128", "--remat", "none,full")
-    rows += run(repo_root, "bench_memory.py", "--only", "ettin-32m", "--batch", "64", "--seq", "128", "--remat", "none")
+def test_bench_memory_estimates_grow_with_batch_and_shrink_with_remat_and_fsdp(repo_root, monkeypatch, capsys):
+    memory = lambda *args, tiny=True: bench_rows(repo_root, monkeypatch, capsys, "memory", *args, tiny=tiny)
+    rows = memory("--only", "ettin-32m", "--batch", "32", "--seq", "128", "--remat", "none,full")
+    rows += memory("--only", "ettin-32m", "--batch", "64", "--seq", "128", "--remat", "none")
     peak = {(r["train_B"], r["remat"]): r["estimate_GB"] for r in rows if "model" in r}
     assert peak[(32, "full")] < peak[(32, "none")] < peak[(64, "none")]
     # 8-way FSDP splits the whole train state, the AdamW moments included (not only the parameters);
     # the real case's shapes (nothing is allocated), as the tiny one's state rounds to 0.001 GB
-    one, split = run(repo_root, "bench_memory.py", "--only", "ettin-32m", "--batch", "1", "--seq", "8", "--fsdp", "1,8", tiny=False)[1:]
+    one, split = memory("--only", "ettin-32m", "--batch", "1", "--seq", "8", "--fsdp", "1,8", tiny=False)[1:]
     assert one["state_GB"] > 0.5 and split["state_GB"] < one["state_GB"] / 6
 
 
-def test_bench_padding_reports_each_layout(repo_root):
-    done = subprocess.run(
-        [sys.executable, str(repo_root / "tools" / "bench_padding.py"), str(repo_root / "configs" / "tiny.yaml"), "--batches", "5"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=repo_root,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    rows = {r["layout"]: r for r in map(json.loads, done.stdout.splitlines())}
+def test_bench_padding_reports_each_layout(repo_root, monkeypatch, capsys):
+    monkeypatch.chdir(repo_root)  # the config's data paths are relative to the repository
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    import bench_padding
+
+    capsys.readouterr()
+    bench_padding.main([str(repo_root / "configs" / "tiny.yaml"), "--batches", "5"])
+    rows = {r["layout"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
     assert set(rows) == {"bucketed", "bucketed-every-16", "packed"}
     assert rows["packed"]["padding_fraction"] < rows["bucketed"]["padding_fraction"]
 
@@ -142,9 +155,10 @@ def test_bench_device_script_parses(repo_root):
     assert subprocess.run(["bash", "-n", str(repo_root / "tools" / "bench_device.sh")]).returncode == 0
 
 
-def test_bench_case_from_a_config_file(repo_root):
+def test_bench_case_from_a_config_file(repo_root, monkeypatch, capsys):
     """--case takes any config: its family and shape run as one more case (and alone, without --only)."""
-    rows = run(repo_root, "bench_score.py", "--case", "configs/tiny.yaml", "--batch", "4", "--seq", "32")
+    monkeypatch.chdir(repo_root)
+    rows = bench_rows(repo_root, monkeypatch, capsys, "score", "--case", "configs/tiny.yaml", "--batch", "4", "--seq", "32")
     cases = [r for r in rows if "model" in r]
     assert [r["model"] for r in cases] == ["tiny"] and "error" not in cases[0] and cases[0]["infer_ex_s"] > 0
 
@@ -180,7 +194,7 @@ def test_bench_compile_reports_both_layouts(repo_root):
     assert "| mbert | 2 |" in done.stdout  # the comparison table pairs the two layouts
 
 
-def test_bench_score_varlen_batches_as_the_scorer_does(repo_root, tmp_path):
+def test_bench_score_varlen_batches_as_the_scorer_does(repo_root, tmp_path, monkeypatch, capsys):
     """--varlen scores every item of the lengths file once per pass, in batches padded as the Scorer pads
     (checked against the Scorer's own eval_dataset on records of those token counts)."""
     sys.path.insert(0, str(repo_root / "tools"))
@@ -201,7 +215,8 @@ def test_bench_score_varlen_batches_as_the_scorer_does(repo_root, tmp_path):
     assert varlen_batches(few, 4, 512, 32) == want
     path = tmp_path / "lengths.txt"
     path.write_text("\n".join(map(str, lengths[:40])))
-    rows = run(repo_root, "bench_score.py", "--varlen", str(path), "--only", "mbert", "--batch", "16", "--dtype", "float32")
+    args = ("--varlen", str(path), "--only", "mbert", "--batch", "16", "--dtype", "float32")
+    rows = bench_rows(repo_root, monkeypatch, capsys, "score", *args)
     row = next(r for r in rows if r.get("model") == "mbert")
     assert row["mode"] == "varlen" and row["items"] == 40 and row["real_tokens"] == sum(lengths[:40]) and 0 <= row["padding"] < 1
 

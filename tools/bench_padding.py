@@ -34,13 +34,13 @@ def measure(batches, n: int) -> dict:
     return dict(padding_fraction=round(1 - real / total, 4), examples_per_s=round(examples / dt), tokens_per_s=round(total / dt))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("config")
     p.add_argument("overrides", nargs="*")
     p.add_argument("--batches", type=int, default=200)
     p.add_argument("--pack-length", type=int, default=512)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     cfg = load_config(args.config, args.overrides)
     records, _ = load_split(cfg.data, "train")
     encoder = RecordEncoder.from_config(load_tokenizer(cfg.model.tokenizer or cfg.model.init_from), cfg.data)

@@ -7,6 +7,8 @@ max_length=...)`` (plain ``transformers``), and the real ``omniscore`` package's
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 from transformers import AutoTokenizer
@@ -26,11 +28,19 @@ LAYOUTS = {
 MAX_LENGTH = 96  # short enough that some sample records are truncated
 
 
+PER_TASK_AND_LANGUAGE = 10
+
+
 @pytest.fixture(scope="module")
 def records(sample_dir):
-    out = []
+    """The first records of each (task, language) of the sample's three splits: every task's fields
+    and every script, 360 records rather than all 2,640 (each case tokenizes them a dozen times)."""
+    out, seen = [], Counter()
     for split in ("train", "dev", "test"):
-        out += read_records(sample_dir / f"{split}.jsonl")[0]
+        for record in read_records(sample_dir / f"{split}.jsonl")[0]:
+            seen[record.task, record.lang] += 1
+            if seen[record.task, record.lang] <= PER_TASK_AND_LANGUAGE:
+                out.append(record)
     return out
 
 

@@ -79,6 +79,8 @@ def test_kendall_spearman_rank_match_scipy():
     assert kendall_tau_b(h, m) == pytest.approx(stats.kendalltau(h, m).statistic, abs=1e-12)
     assert spearman(h, m) == pytest.approx(stats.spearmanr(h, m).statistic, abs=1e-12)
     np.testing.assert_allclose(rankdata(m), stats.rankdata(m))
+    for x in (h, h.astype(int), h[:1], h[:0], np.array([2.0, np.nan, 1.0])):  # 5 values among 200, one, none, a NaN
+        np.testing.assert_array_equal(rankdata(x), stats.rankdata(x))
 
 
 def test_hand_computed_small_case():

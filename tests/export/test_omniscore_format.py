@@ -54,9 +54,8 @@ def make_run(run_dir, family: str, pooling: str, tokenizer_dir, data: DataConfig
     from flax import nnx
 
     params = nnx.state(model, nnx.Param).to_pure_dict()
-    leaves, tree = jax.tree.flatten(params)
-    keys = jax.random.split(jax.random.key(seed), len(leaves))
-    params = jax.tree.unflatten(tree, [np.asarray(x + 0.05 * jax.random.normal(k, x.shape)) for x, k in zip(leaves, keys, strict=True)])
+    rng = np.random.default_rng(seed)  # numpy's draws: no small XLA program compiled per parameter shape
+    params = jax.tree.map(lambda x: np.asarray(x) + 0.05 * rng.standard_normal(x.shape, dtype=np.float32), params)
     cfg = Config(model=model_cfg, data=data)
     cfg.train.output_dir = str(run_dir)
     save_run_metadata(run_dir, cfg, hf_config, load_tokenizer(str(tokenizer_dir)))
