@@ -1,13 +1,14 @@
-"""Correlation coefficients of two score vectors: Pearson r and Spearman rho (ranks from scipy).
+"""Correlation coefficients of two score vectors: Pearson r and Spearman rho.
 
 ``pearson`` stays a few lines of numpy rather than ``scipy.stats.pearsonr`` because the reports need
 NaN (not a warning and an exception path) when a side is constant or has fewer than two points.
+``rankdata`` is numpy too (scipy's average ranks, its tests' oracle): importing ``scipy.stats`` cost
+every training process about a second, for the dev evaluation's Spearman rho alone.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import rankdata as _scipy_rankdata
 
 
 def pearson(x: np.ndarray, y: np.ndarray) -> float:
@@ -21,8 +22,19 @@ def pearson(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def rankdata(x: np.ndarray) -> np.ndarray:
-    """Ranks starting at 1; ties get their average rank."""
-    return _scipy_rankdata(np.asarray(x), method="average").astype(np.float64)
+    """Ranks starting at 1; ties get their average rank (``scipy.stats.rankdata(x, method="average")``,
+    NaN everywhere when ``x`` holds a NaN, as scipy propagates it)."""
+    x = np.asarray(x).ravel()
+    if x.dtype.kind == "f" and np.isnan(x).any():
+        return np.full(x.shape, np.nan)
+    order = np.argsort(x, kind="stable")
+    sorted_x = x[order]
+    starts = np.flatnonzero(np.r_[True, sorted_x[1:] != sorted_x[:-1]])  # first position of each distinct value
+    ends = np.r_[starts[1:], x.size]  # one past its last
+    average = (starts + 1 + ends) / 2.0  # the mean of ranks starts+1 .. ends
+    ranks = np.empty(x.size, np.float64)
+    ranks[order] = np.repeat(average, ends - starts)
+    return ranks
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
