@@ -9,6 +9,7 @@ import gc
 import json
 from itertools import islice
 
+import jax
 import numpy as np
 import pytest
 from transformers import AutoTokenizer
@@ -21,6 +22,7 @@ from omnidistill.data.schema import Record
 from omnidistill.data.sources import read_records
 from omnidistill.data.token_cache import TokenCache, cached_examples
 from omnidistill.data.tokenize import RecordEncoder, count_truncated
+from omnidistill.runs.checkpoint import read_state_arrays
 from omnidistill.train.prepare import run_tokenizer
 from omnidistill.train.setup import training_records
 from tests.shared_runs import TRAINED_TINY
@@ -105,21 +107,25 @@ def test_an_interrupted_build_leaves_no_cache(tmp_path, encoder, records, monkey
 
 
 @pytest.mark.slow
-def test_prepare_then_train_reads_the_cache_and_trains_identically(tmp_path, repo_root, monkeypatch):
+def test_prepare_then_train_reads_the_cache_and_trains_identically(tmp_path, repo_root, monkeypatch, trained_tiny):
+    """A run reading ``omnidistill prepare``'s cache trains exactly as the session's shared run, which
+    tokenized on the fly with the same configuration: the same losses, the same final parameters."""
     monkeypatch.chdir(repo_root)
-    # the session's shared run's shapes and schedule (one bucket; several buckets from the cache:
-    # test_batches_from_the_cache_equal_batches_tokenized_on_the_fly): its compiled steps serve both runs
-    common = [*TRAINED_TINY, "train.log_every_steps=1"]
+    # the shared run's shapes and schedule (one bucket; several buckets from the cache:
+    # test_batches_from_the_cache_equal_batches_tokenized_on_the_fly): its compiled steps serve this run
     assert main(["prepare", "configs/tiny.yaml", f"data.token_cache={tmp_path / 'tc'}"]) == 0
     folders = sorted(p.name.split("-")[0] for p in (tmp_path / "tc").iterdir())
     assert folders == ["dev", "test", "train"]
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "tc").rglob("*.npy")}
-    runs = {}
-    for name, extra in (("cached", [f"data.token_cache={tmp_path / 'tc'}"]), ("plain", [])):
-        assert main(["train", "configs/tiny.yaml", f"train.output_dir={tmp_path / name}", *common, *extra]) == 0
-        log = [json.loads(line) for line in (tmp_path / name / "train_log.jsonl").read_text().splitlines()]
-        runs[name] = [(r["step"], r["loss"]) for r in log if "loss" in r]
-    assert runs["cached"] == runs["plain"] and len(runs["plain"]) == 6
+    cached = tmp_path / "cached"
+    args = [f"train.output_dir={cached}", *TRAINED_TINY, f"data.token_cache={tmp_path / 'tc'}"]
+    assert main(["train", "configs/tiny.yaml", *args]) == 0
+    read_log = lambda run: [
+        (r["step"], r["loss"]) for r in map(json.loads, (run / "train_log.jsonl").read_text().splitlines()) if "loss" in r
+    ]
+    assert read_log(cached) == read_log(trained_tiny) and [step for step, _ in read_log(cached)] == [2, 4, 6]
+    for a, b in zip(*(jax.tree.leaves(read_state_arrays(run / "checkpoints", 6)) for run in (cached, trained_tiny)), strict=True):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "tc").rglob("*.npy")} == before  # reused, not rebuilt
 
 
