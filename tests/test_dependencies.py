@@ -17,8 +17,8 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parents[1]
 EXTRAS = ("test", "torch", "tfds", "wandb", "gcs")
 INSTALLED_SEPARATELY = {"omniscore"}  # pip install --no-deps omniscore==0.1.0 (README, .ci/run)
-# this repository's own modules (tools import each other)
-LOCAL = {"omnidistill", "tests", "bench_cases", "op_mix", "bench_levers", "peer_bench_torch"}
+# this repository's own modules (the tools import each other, and tests import the tools), and the peer's script
+LOCAL = {"omnidistill", "tests", "peer_bench_torch"} | {path.stem for path in (ROOT / "tools").glob("*.py")}
 
 
 def imported_modules(folders: list[Path]) -> dict[str, str]:
