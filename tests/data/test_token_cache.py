@@ -123,7 +123,8 @@ def test_prepare_then_train_reads_the_cache_and_trains_identically(tmp_path, rep
     read_log = lambda run: [
         (r["step"], r["loss"]) for r in map(json.loads, (run / "train_log.jsonl").read_text().splitlines()) if "loss" in r
     ]
-    assert read_log(cached) == read_log(trained_tiny) and [step for step, _ in read_log(cached)] == [2, 4, 6]
+    log = read_log(cached)
+    assert log == read_log(trained_tiny) and [step for step, _ in log] == [2, 4, 6]
     for a, b in zip(*(jax.tree.leaves(read_state_arrays(run / "checkpoints", 6)) for run in (cached, trained_tiny)), strict=True):
         assert np.array_equal(np.asarray(a), np.asarray(b))
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "tc").rglob("*.npy")} == before  # reused, not rebuilt
