@@ -261,7 +261,9 @@ def test_op_mix_groups_a_real_trace_by_the_work_of_each_op(repo_root, tmp_path):
         return h.sum(0), jnp.zeros(4096).at[idx].add(x[:, 0])
 
     args = (jnp.ones((256, 256)), jnp.ones((512, 256)), jnp.arange(512) % 4096)
-    compiled = jax.jit(f).lower(*args).compile()
+    # XLA's CPU fusion emitters, as users compile (the suite turns them off: tests/xla_env.py); without
+    # them a scatter-add is expanded into a loop of dynamic updates, with no scatter op to find
+    compiled = jax.jit(f).lower(*args).compile(compiler_options={"xla_cpu_use_fusion_emitters": True})
     jax.block_until_ready(compiled(*args))
     with jax.profiler.trace(str(tmp_path)):
         for _ in range(2):
