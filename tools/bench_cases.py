@@ -25,7 +25,7 @@ from omnidistill.data.token_batches import TokenBudget, token_eval_dataset
 from omnidistill.eval.predict import inference_buckets, inference_packing
 from omnidistill.models.layers import resolve_attention
 from omnidistill.models.registry import get_family
-from omnidistill.models.regressor import build_regressor, make_predict_fn
+from omnidistill.models.regressor import abstract_regressor, build_regressor, make_predict_fn
 from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_array, replicated
 from omnidistill.train.memory import compiled_peak_gb, device_peak_gb, per_device_bytes
 from omnidistill.train.optimizer import build_optimizer
@@ -134,8 +134,8 @@ def _model(
     # as the peer's *ForSequenceClassification; decoders as their embedding models pool
     pooling = get_family(family).default_pooling(hf) if get_family(family).decoder else "cls"
     cfg = ModelConfig(family=family, pooling=pooling, attention=attention, dropout=None if dropout else 0.0, remat=remat, scan_layers=scan)
-    build = partial(build_regressor, cfg, hf, dtype={"bfloat16": jnp.bfloat16, "float32": jnp.float32}[dtype])
-    return (nnx.eval_shape(build) if abstract else build()), hf
+    build = abstract_regressor if abstract else build_regressor  # the shapes as checkpoints and exports are loaded
+    return build(cfg, hf, dtype={"bfloat16": jnp.bfloat16, "float32": jnp.float32}[dtype]), hf
 
 
 def _train_batch(hf: dict, batch: int, seq: int) -> dict[str, np.ndarray]:

@@ -145,6 +145,34 @@ def test_a_model_built_from_shapes_must_get_every_parameter():
     assert all(isinstance(x, jax.Array) and float(x.min()) == 1.0 for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
 
 
+def test_a_model_built_from_shapes_never_asks_a_tracer_for_its_sharding(monkeypatch):
+    """The abstract build draws its RNG keys without flax's traced counter update, which asks a tracer
+    for its ``sharding``: JAX answers with an error whose message walks every operation traced so far,
+    which made the build quadratic in the model's size (BERT-large: 2.7 s, docs/scoring.md). The model
+    has the structure, shapes and dtypes of a randomly initialised one."""
+    import jax
+    import jax._src.core as jax_core
+    from flax import nnx
+
+    from omnidistill.config import ModelConfig
+    from omnidistill.models.regressor import abstract_regressor, build_regressor
+
+    asked, answer = [], jax_core.Tracer.sharding.fget
+
+    def counted(tracer):
+        asked.append(tracer)
+        return answer(tracer)
+
+    monkeypatch.setattr(jax_core.Tracer, "sharding", property(counted))
+    cfg = ModelConfig(family="bert", dropout=0.0)
+    tiny = dict(model_type="bert", hidden_size=8, num_hidden_layers=2, num_attention_heads=2, intermediate_size=8, vocab_size=9)
+    graphdef, shapes = nnx.split(abstract_regressor(cfg, tiny))
+    assert asked == []
+    real_graphdef, real = nnx.split(build_regressor(cfg, tiny))
+    assert graphdef == real_graphdef
+    assert jax.tree.map(lambda x: (x.shape, x.dtype), shapes) == jax.tree.map(lambda x: (x.shape, x.dtype), real)
+
+
 def test_import_lists_missing_and_unexpected_tensors(tmp_path, hf_classifier):
     tensors = load_file(str(hf_classifier / "model.safetensors"))
     tensors["bert.encoder.layer.0.attention.self.extra.weight"] = np.zeros((2, 2), np.float32)
