@@ -38,7 +38,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Files holding a ``slow`` test run first (order kept otherwise): the parallel workers, which
-    take whole files, then end on short files together instead of one worker finishing a long one."""
+    take whole files, then end on short files together instead of one worker finishing a long one.
+    xdist keeps this order only with ``--no-loadscope-reorder`` (pyproject's addopts); by default it
+    hands out the files with the most tests first, and the quick start and the resume test (one test
+    each) came last: one worker ran about 100 s after the other two had finished (13 min 3 s in all;
+    11 min 34 s with the collection order, the workers ending within 16 s of each other)."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_files)
 
