@@ -124,7 +124,7 @@ def abstract_regressor(model_cfg: ModelConfig, hf_config: dict[str, Any], *, dty
     refuses to leave one unset). Random init only to overwrite it cost 2-3 s per load of a base model.
 
     The build is traced with :func:`_host_counted_rngs`: flax's own RNG counters, updated under the
-    trace, cost time quadratic in the model's size (BERT-large: 2.7 s -> 0.6 s, docs/scoring.md)."""
+    trace, cost time quadratic in the model's size (BERT-large: 2.6 s -> 0.4 s, docs/scoring.md)."""
     return nnx.eval_shape(lambda: _regressor(model_cfg, hf_config, dtype, _host_counted_rngs()))
 
 

@@ -148,7 +148,7 @@ def test_a_model_built_from_shapes_must_get_every_parameter():
 def test_a_model_built_from_shapes_never_asks_a_tracer_for_its_sharding(monkeypatch):
     """The abstract build draws its RNG keys without flax's traced counter update, which asks a tracer
     for its ``sharding``: JAX answers with an error whose message walks every operation traced so far,
-    which made the build quadratic in the model's size (BERT-large: 2.7 s, docs/scoring.md). The model
+    which made the build quadratic in the model's size (BERT-large: 2.6 s, docs/scoring.md). The model
     has the structure, shapes and dtypes of a randomly initialised one."""
     import jax
     import jax._src.core as jax_core
