@@ -58,7 +58,8 @@ class ModelConfig:
     with segment ids, Pallas; no additive bias, so not DeBERTa), ``xla`` (XLA's kernel, any device),
     ``blocked`` (a few heads at a time, so that the scores stay in cache: the fast one on CPU for long
     rows), or ``auto`` (splash on TPU but for a biased attention, cudnn where it applies, blocked on
-    CPU from 256 tokens, else xla). ``cudnn`` off a GPU or in float32 falls back to xla with a
+    one CPU device from 256 tokens and at every length when scoring, else xla; several simulated CPU
+    devices share the cores, where xla is faster). ``cudnn`` off a GPU or in float32 falls back to xla with a
     warning, and ``splash`` off a TPU runs in Pallas interpret mode (exact, slow), so runs trained on
     accelerators still score and export on CPU."""
     remat: Literal["none", "attention", "dots", "full"] = "none"

@@ -213,11 +213,24 @@ def last_rows_call(rows: int | None, call: Callable[..., jax.Array]) -> Callable
     return lambda layer, h, index: call(layer, h, index, rows)
 
 
+def one_cpu_device() -> bool:
+    """Whether the code being traced runs on one CPU device: the CPU backend, and no context mesh
+    (``jax.set_mesh``, as the train step and the predict functions run) of several devices. Several
+    CPU devices are simulated ones (``--xla_force_host_platform_device_count``: the test suite, a
+    rehearsal of a pod's sharding) that share the cores, and every device running the blocked
+    kernel's loop at once made it several times slower than XLA's kernel there: on 8 such devices
+    of a 2-core host, the tiny default's predict step at B64 x S192 took 311 ms of CPU against
+    99 ms, and its training step at 256 tokens 1,846 ms against 299 ms (docs/benchmarks.md)."""
+    mesh = jax.sharding.get_abstract_mesh()
+    return jax.default_backend() == "cpu" and (mesh.empty or mesh.size == 1)
+
+
 def resolve_attention(implementation: str, dtype, seq: int = BLOCKED_FROM) -> str | None:
     """The kernel ``model.attention`` runs here for ``seq`` tokens: ``"cudnn"``, ``"blocked"``
     (:func:`blocked_attention`), ``"splash"`` (:mod:`omnidistill.models.splash`) or None (XLA's
     ``dot_product_attention``). ``auto`` is splash on a TPU, cuDNN on an NVIDIA GPU in bf16/fp16, the
-    blocked kernel on CPU (from :data:`BLOCKED_FROM` tokens unless :func:`predicting`), XLA otherwise."""
+    blocked kernel on one CPU device (:func:`one_cpu_device`; from :data:`BLOCKED_FROM` tokens unless
+    :func:`predicting`), XLA otherwise."""
     if implementation not in ATTENTION_KERNELS:
         raise ValueError(f"model.attention={implementation!r} is not one of {', '.join(ATTENTION_KERNELS)}")
     if implementation == "xla":
@@ -227,7 +240,7 @@ def resolve_attention(implementation: str, dtype, seq: int = BLOCKED_FROM) -> st
             _warn_once(f"model.attention=splash runs in Pallas interpret mode off a TPU (backend {jax.default_backend()}): exact, slow")
         return "splash"
     blocked_from = 0 if _PREDICTING.get() else BLOCKED_FROM
-    if implementation == "blocked" or (implementation == "auto" and jax.default_backend() == "cpu" and seq >= blocked_from):
+    if implementation == "blocked" or (implementation == "auto" and one_cpu_device() and seq >= blocked_from):
         return "blocked"
     usable = jax.default_backend() == "gpu" and dtype in _CUDNN_DTYPES
     if implementation == "cudnn" and not usable:

@@ -268,6 +268,38 @@ def test_scoring_runs_the_blocked_kernel_on_short_rows_and_training_does_not():
     np.testing.assert_allclose(np.asarray(predict(params, batch)), np.asarray(model.scores(model(ids, batch["attention_mask"]))), atol=1e-6)
 
 
+def test_a_mesh_of_several_cpu_devices_keeps_xla_attention():
+    """The suite's 8 simulated CPU devices share the host's cores, where the blocked kernel's loop is
+    slow (``layers.one_cpu_device``): traced under a mesh of them, the predict function and a long
+    training row take XLA's kernel, with the same scores; under a one-device mesh, the blocked one."""
+    from omnidistill.config import MeshConfig
+    from omnidistill.parallel.mesh import build_mesh
+
+    assert len(jax.devices()) == 8  # tests/conftest.py
+    several, one = build_mesh(MeshConfig()), build_mesh(MeshConfig(), devices=jax.devices()[:1])
+    with jax.set_mesh(several):
+        assert resolve_attention("auto", jnp.float32, 512) is None
+        with predicting():
+            assert resolve_attention("auto", jnp.float32, 8) is None
+            assert resolve_attention("blocked", jnp.float32, 8) == "blocked"  # asked for by name
+    with jax.set_mesh(one):
+        assert resolve_attention("auto", jnp.float32, 512) == "blocked"
+        with predicting():
+            assert resolve_attention("auto", jnp.float32, 8) == "blocked"
+    arch = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, model_type="bert")
+    graphdef, params = nnx.split(build_regressor(ModelConfig(family="bert", dropout=0.0), arch, seed=1))
+    ids = jnp.array([[2, 5, 6, 7, 8, 3], [2, 9, 3, 0, 0, 0]] * 4)
+    batch = {"input_ids": ids, "attention_mask": (ids > 0).astype(jnp.int32)}
+    predict = make_predict_fn(graphdef)
+    loops = lambda jaxpr: sum(eqn.primitive.name == "scan" for eqn in jaxpr.jaxpr.eqns)
+    scores = {}
+    for name, mesh in (("several", several), ("one", one)):
+        with jax.set_mesh(mesh):
+            assert loops(jax.make_jaxpr(predict)(params, batch)) == (0 if name == "several" else 2)
+            scores[name] = np.asarray(jax.jit(predict)(params, batch))
+    np.testing.assert_allclose(scores["several"], scores["one"], atol=1e-6)
+
+
 def test_a_cudnn_configured_model_scores_on_cpu_like_xla():
     arch = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, model_type="modernbert")
     ids = jnp.array([[2, 5, 6, 7, 8, 3], [2, 9, 3, 0, 0, 0]])
