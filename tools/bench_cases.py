@@ -23,10 +23,10 @@ from omnidistill.config import LossConfig, MeshConfig, ModelConfig, OptimConfig
 from omnidistill.data.pipeline import bucket_length, packed_eval_dataset
 from omnidistill.data.token_batches import TokenBudget, token_eval_dataset
 from omnidistill.eval.predict import inference_buckets, inference_packing
-from omnidistill.models.layers import resolve_attention
+from omnidistill.models.layers import predicting, resolve_attention
 from omnidistill.models.registry import get_family
 from omnidistill.models.regressor import abstract_regressor, build_regressor, make_predict_fn
-from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_array, replicated
+from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_array, replicated, under_mesh
 from omnidistill.train.memory import compiled_peak_gb, device_peak_gb, per_device_bytes
 from omnidistill.train.optimizer import build_optimizer
 from omnidistill.train.setup import init_state, state_target
@@ -150,22 +150,26 @@ def _train_batch(hf: dict, batch: int, seq: int) -> dict[str, np.ndarray]:
 
 
 def _jit_train_step(graphdef: Any, tx: Any, shardings: Any, mesh: Any, donate: bool = True, dropout: bool = False) -> Any:
-    """The training run's step (``train/step.py``), jitted as the run jits it: the state donated."""
-    return jax.jit(
+    """The training run's step (``train/step.py``), jitted as the run jits it: the state donated, traced
+    under ``mesh`` (``parallel/mesh.py: under_mesh``)."""
+    step = jax.jit(
         make_train_step(graphdef, tx, loss_cfg=LossConfig(), dropout=dropout),
         in_shardings=(shardings, batch_sharding(mesh)),
         out_shardings=(shardings, replicated(mesh)),
         donate_argnums=0 if donate else (),
     )
+    return under_mesh(step, mesh)
 
 
 def _optimizer(params: Any) -> Any:
     return build_optimizer(OptimConfig(lr=2e-5, head_lr=2e-5, weight_decay=0.01, grad_clip=None), params, 1000)[0]
 
 
-def _kernel(attention: str, dtype: str) -> str:
-    """The attention kernel actually used (``auto`` resolved on this device)."""
-    return resolve_attention(attention, jnp.dtype(dtype)) or "xla"
+def _kernel(attention: str, dtype: str, seq: int, mesh: Any = None) -> str:
+    """The attention kernel a case runs: ``auto`` resolved as its step traces it, at ``seq`` tokens and
+    under ``mesh`` (training), or under ``predicting`` without a mesh (the scoring cases)."""
+    with jax.set_mesh(mesh) if mesh is not None else predicting():
+        return resolve_attention(attention, jnp.dtype(dtype), seq) or "xla"
 
 
 def _param_counts(params: Any) -> tuple[int, int]:
@@ -238,7 +242,7 @@ def bench_train(
         model=name,
         framework="omnidistill-jax",
         dtype=dtype,
-        attention=_kernel(attention, dtype),
+        attention=_kernel(attention, dtype, seq, mesh),
         params_M=round(total / 1e6, 1),
         nonemb_M=round(n / 1e6, 1),
         train_B=batch,
@@ -348,7 +352,7 @@ def bench_score(
         model=name,
         framework="omnidistill-jax",
         dtype=dtype,
-        attention=_kernel(attention, dtype),
+        attention=_kernel(attention, dtype, seq),
         infer_B=batch,
         infer_S=seq,
         infer_ex_s=round(batch / dt),
@@ -450,7 +454,7 @@ def bench_score_varlen(
         framework="omnidistill-jax",
         mode="varlen",
         dtype=dtype,
-        attention=_kernel(attention, dtype),
+        attention=_kernel(attention, dtype, max_length),
         items=items,
         infer_B=batch,
         real_tokens=real_tokens,
