@@ -54,6 +54,7 @@ def test_bench_train_every_family(repo_root, tmp_path, monkeypatch, capsys):
     assert [r["model"] for r in trained] == ["qwen3-0.6b"]
     assert all("error" not in r and r["train_tok_s"] > 0 and {"step_ms", "mfu_vs_989", "params_M"} <= set(r) for r in trained)
     assert trained[0]["donate"] is False and trained[0]["feed"] == "host"
+    assert trained[0]["attention"] == "xla"  # auto resolved as the step traced it: XLA's kernel below 256 training tokens on CPU
     mix = trained[0]["op_mix"]
     assert mix["by_kind_ms"]["matmul"] > 0 and (tmp_path / "qwen3-0.6b" / "step.hlo.txt").is_file()
     cases = [r for r in bench_rows(repo_root, monkeypatch, capsys, "memory", "--batch", "8", "--seq", "64") if "model" in r]
