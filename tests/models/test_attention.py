@@ -252,19 +252,30 @@ def test_attention_choice_on_this_backend(caplog):
     assert resolve_attention("auto", jnp.float32, 8) is None
 
 
+def tiny_bert_and_short_rows(copies: int = 1):
+    """A 2-layer BERT regressor without dropout, and a batch of a six-token row and a padded one
+    (``copies`` times: a batch that splits over a mesh)."""
+    arch = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, model_type="bert")
+    model = build_regressor(ModelConfig(family="bert", dropout=0.0), arch, seed=1)
+    ids = jnp.array([[2, 5, 6, 7, 8, 3], [2, 9, 3, 0, 0, 0]] * copies)
+    return model, {"input_ids": ids, "attention_mask": (ids > 0).astype(jnp.int32)}
+
+
+def scan_loops(jaxpr) -> int:
+    """The top-level loops of a traced function (the blocked kernel is one ``lax.map`` per layer)."""
+    return sum(eqn.primitive.name == "scan" for eqn in jaxpr.jaxpr.eqns)
+
+
 def test_scoring_runs_the_blocked_kernel_on_short_rows_and_training_does_not():
     """The predict function (Scorer, eval, export checks) traces the model under ``predicting``: on CPU
     its attention is the blocked kernel's loop even on six tokens, with the same scores; the model as
     training calls it keeps XLA's kernel there."""
-    arch = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, model_type="bert")
-    model = build_regressor(ModelConfig(family="bert", dropout=0.0), arch, seed=1)
-    ids = jnp.array([[2, 5, 6, 7, 8, 3], [2, 9, 3, 0, 0, 0]])
-    batch = {"input_ids": ids, "attention_mask": (ids > 0).astype(jnp.int32)}
+    model, batch = tiny_bert_and_short_rows()
+    ids = batch["input_ids"]
     graphdef, params = nnx.split(model)
     predict = make_predict_fn(graphdef)
-    loops = lambda jaxpr: sum(eqn.primitive.name == "scan" for eqn in jaxpr.jaxpr.eqns)
-    assert loops(jax.make_jaxpr(predict)(params, batch)) == 2  # one lax.map per layer
-    assert loops(jax.make_jaxpr(lambda i, m: model(i, m))(ids, batch["attention_mask"])) == 0
+    assert scan_loops(jax.make_jaxpr(predict)(params, batch)) == 2  # one lax.map per layer
+    assert scan_loops(jax.make_jaxpr(lambda i, m: model(i, m))(ids, batch["attention_mask"])) == 0
     np.testing.assert_allclose(np.asarray(predict(params, batch)), np.asarray(model.scores(model(ids, batch["attention_mask"]))), atol=1e-6)
 
 
@@ -286,16 +297,13 @@ def test_a_mesh_of_several_cpu_devices_keeps_xla_attention():
         assert resolve_attention("auto", jnp.float32, 512) == "blocked"
         with predicting():
             assert resolve_attention("auto", jnp.float32, 8) == "blocked"
-    arch = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, model_type="bert")
-    graphdef, params = nnx.split(build_regressor(ModelConfig(family="bert", dropout=0.0), arch, seed=1))
-    ids = jnp.array([[2, 5, 6, 7, 8, 3], [2, 9, 3, 0, 0, 0]] * 4)
-    batch = {"input_ids": ids, "attention_mask": (ids > 0).astype(jnp.int32)}
+    model, batch = tiny_bert_and_short_rows(copies=4)
+    graphdef, params = nnx.split(model)
     predict = make_predict_fn(graphdef)
-    loops = lambda jaxpr: sum(eqn.primitive.name == "scan" for eqn in jaxpr.jaxpr.eqns)
     scores = {}
-    for name, mesh in (("several", several), ("one", one)):
+    for name, mesh, loops in (("several", several, 0), ("one", one, 2)):
         with jax.set_mesh(mesh):
-            assert loops(jax.make_jaxpr(predict)(params, batch)) == (0 if name == "several" else 2)
+            assert scan_loops(jax.make_jaxpr(predict)(params, batch)) == loops
             scores[name] = np.asarray(jax.jit(predict)(params, batch))
     np.testing.assert_allclose(scores["several"], scores["one"], atol=1e-6)
 
