@@ -255,7 +255,7 @@ def test_op_mix_groups_a_real_trace_by_the_work_of_each_op(repo_root, tmp_path):
     sys.path.insert(0, str(repo_root / "tools"))
     import jax
     import jax.numpy as jnp
-    from op_mix import hlo_ops, op_events, op_mix, source_lines, source_mix, trace_file
+    from op_mix import hlo_ops, module_name, op_events, op_mix, source_lines, source_mix, trace_file
 
     def f(w, x, idx):
         h = jax.grad(lambda w: jnp.tanh(x @ w).sum())(w)
@@ -265,14 +265,23 @@ def test_op_mix_groups_a_real_trace_by_the_work_of_each_op(repo_root, tmp_path):
     # XLA's CPU fusion emitters, as users compile (the suite turns them off: tests/xla_env.py); without
     # them a scatter-add is expanded into a loop of dynamic updates, with no scatter op to find
     compiled = jax.jit(f).lower(*args).compile(compiler_options={"xla_cpu_use_fusion_emitters": True})
-    jax.block_until_ready(compiled(*args))
+    other = jax.jit(lambda x: jnp.exp(x).sum(0)).lower(args[1]).compile()  # another program, run while tracing
+    jax.block_until_ready((compiled(*args), other(args[1])))
     with jax.profiler.trace(str(tmp_path)):
         for _ in range(2):
             jax.block_until_ready(compiled(*args))
+            jax.block_until_ready(other(args[1]))
     import gzip
     import json
 
-    events = op_events(json.load(gzip.open(trace_file(tmp_path), "rt")))
+    trace = json.load(gzip.open(trace_file(tmp_path), "rt"))
+    module = module_name(compiled.as_text())
+    assert module == "jit_f"
+    events = op_events(trace, module)
+    every_program = op_events(trace)
+    assert len(every_program) > len(events) and set(events) < set(every_program)  # the other program's ops are left out
+    with pytest.raises(ValueError, match="jit_f"):
+        op_events(trace, "jit_g")  # a module that did not run: the error names those that did
     ops = hlo_ops(compiled.as_text())
     named = {ops[name] for name, _ in events}
     assert {kind for kind, source in named if "dot_general" in source} == {"matmul"}  # the dot's fusion, named by the dot
@@ -280,7 +289,7 @@ def test_op_mix_groups_a_real_trace_by_the_work_of_each_op(repo_root, tmp_path):
     mix = op_mix(events, ops, steps=2)
     assert mix["device_ms_per_step"] == round(sum(us for _, us in events) / 2 / 1e3, 3)
     assert {"matmul", "scatter"} <= set(mix["by_kind_ms"])
-    assert all(runs == 1 for *_, runs in mix["top_ops"])  # each op of f runs once a call
+    assert all(runs == 1 for *_, runs in mix["top_ops"])  # each op of f runs once a call, the other program's not counted
     # by source line and pass: the forward dot on the lambda's line, its transpose on the same line
     # in the backward pass, the scatter-add on f's return line, outside any differentiation
     line = f.__code__.co_firstlineno
@@ -297,9 +306,10 @@ def test_op_mix_groups_a_real_trace_by_the_work_of_each_op(repo_root, tmp_path):
 
 def test_op_mix_reads_custom_calls_and_counts_device_streams_once(repo_root):
     """A cuDNN attention custom call (a tuple-typed result) is the attention kernel, a cuBLAS gemm is
-    matmul work; on a device trace only the stream lines count, not the derived per-op line."""
+    matmul work; on a device trace only the stream lines count, not the derived per-op line, and only
+    the module's own (a program id in brackets is the same module)."""
     sys.path.insert(0, str(repo_root / "tools"))
-    from op_mix import hlo_ops, op_events
+    from op_mix import hlo_ops, module_name, op_events
 
     hlo = (
         "HloModule m\n\n"
@@ -314,7 +324,9 @@ def test_op_mix_reads_custom_calls_and_counts_device_streams_once(repo_root):
     assert ops["custom-call.3"][0] == "attention kernel" and ops["custom-call.4"][0] == "matmul"
     assert ops["get-tuple-element"][0] == "copy/transpose"
     meta = lambda tid, name: {"ph": "M", "name": "thread_name", "pid": 1, "tid": tid, "args": {"name": name}}
-    op = lambda tid, dur: {"ph": "X", "pid": 1, "tid": tid, "dur": dur, "name": "k", "args": {"hlo_op": "custom-call.3"}}
+    op = lambda tid, dur, module="m(3)": {
+        "ph": "X", "pid": 1, "tid": tid, "dur": dur, "name": "k", "args": {"hlo_op": "custom-call.3", "hlo_module": module}
+    }  # fmt: skip
     trace = {
         "traceEvents": [
             {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:GPU:0"}},
@@ -322,9 +334,11 @@ def test_op_mix_reads_custom_calls_and_counts_device_streams_once(repo_root):
             meta(8, "XLA Ops"),
             op(7, 5.0),
             op(8, 5.0),
+            op(7, 2.0, module="jit_other"),
         ]
     }
-    assert op_events(trace) == [("custom-call.3", 5.0)]
+    assert op_events(trace, module_name(hlo)) == [("custom-call.3", 5.0)]
+    assert op_events(trace) == [("custom-call.3", 5.0), ("custom-call.3", 2.0)]
 
 
 def _bias_and_grads(position_bias, seq: int, cfg) -> tuple:

@@ -8,6 +8,8 @@ TensorBoard needed to read it). Each timed event that names an ``hlo_op`` is one
 the kernels on the device's stream lines, on the CPU the runtime's thunks. An op's kind comes from
 its opcode, a fusion's from the ops inside it (a fusion holding a dot is matmul work), a custom
 call's from its target (cuDNN's fused attention, cuBLAS gemms, Pallas/Mosaic kernels).
+Only the program's own ops count (:func:`op_events` with its :func:`module_name`): the trace also
+holds whatever else ran while it was open.
 
 The same time is also summed by the source line that made each op (:func:`source_mix`: the HLO's
 stack frames, the innermost frame JAX kept, which is the caller's line in the model or a library
@@ -155,23 +157,47 @@ def trace_file(trace_dir: str | Path) -> Path:
     return found[-1]
 
 
-def op_events(trace: dict) -> list[tuple[str, float]]:
+def module_name(hlo_text: str) -> str:
+    """The ``HloModule`` name of a compiled program's HLO text (``jit_train_step``), which the
+    profiler writes as the ``hlo_module`` of each of its ops' events."""
+    found = re.match(r"\s*HloModule\s+([\w.\-]+)", hlo_text)
+    if not found:
+        raise ValueError("the HLO text does not start with an HloModule line")
+    return found.group(1)
+
+
+def op_events(trace: dict, module: str | None = None) -> list[tuple[str, float]]:
     """(hlo op, microseconds) of every op run in a Chrome-format trace. Where the trace has device
     lines (a GPU or TPU), only their stream lines count, so that derived summary lines are not
-    counted twice; on the CPU, the runtime's events that name an op."""
+    counted twice; on the CPU, the runtime's events that name an op.
+
+    With ``module`` (:func:`module_name`), an event that names another ``hlo_module`` is not
+    counted: a trace holds every program run while it was open (a run's trace has its dev evaluation
+    and metric ops beside the step, and any thread of the process may run one), and their ops would
+    be read as the step's. A name with a program id in brackets (``jit_f(12)``) is the same module.
+    If no op event is left but some named other modules, that is an error naming them."""
     events = trace.get("traceEvents", [])
     processes = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
     devices = {pid for pid, name in processes.items() if name.startswith("/device:")}
     streams = {key for key, name in threads.items() if key[0] in devices and name.lower().startswith("stream")}
 
-    def counted(e: dict) -> bool:
+    def on_device_line(e: dict) -> bool:
         if devices:
             key = (e["pid"], e["tid"])
             return key in streams if streams else e["pid"] in devices
         return True
 
-    return [(_op_name(e), float(e.get("dur", 0.0))) for e in events if e.get("ph") == "X" and "hlo_op" in e.get("args", {}) and counted(e)]
+    def of_module(e: dict) -> bool:
+        named = e["args"].get("hlo_module")
+        return module is None or named is None or re.sub(r"\(\d+\)$", "", named) == module
+
+    ran = [e for e in events if e.get("ph") == "X" and "hlo_op" in e.get("args", {}) and on_device_line(e)]
+    kept = [(_op_name(e), float(e.get("dur", 0.0))) for e in ran if of_module(e)]
+    if ran and not kept:
+        others = sorted({str(e["args"].get("hlo_module")) for e in ran})
+        raise ValueError(f"no op of module {module!r} in the trace; its ops are of {others}")
+    return kept
 
 
 def _op_name(event: dict) -> str:
@@ -285,5 +311,5 @@ def trace_op_mix(trace_dir: str | Path, hlo_text: str, steps: int, top: int = 12
     with its :func:`source_mix` as ``by_source``."""
     with gzip.open(trace_file(trace_dir), "rt", encoding="utf-8") as fh:
         trace = json.load(fh)
-    events, ops = op_events(trace), hlo_ops(hlo_text)
+    events, ops = op_events(trace, module_name(hlo_text)), hlo_ops(hlo_text)
     return {**op_mix(events, ops, steps, top), "by_source": source_mix(events, ops, source_lines(hlo_text), steps, top)}
