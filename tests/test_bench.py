@@ -57,6 +57,20 @@ def test_bench_train_every_family(repo_root, tmp_path, monkeypatch, capsys):
     assert trained[0]["attention"] == "xla"  # auto resolved as the step traced it: XLA's kernel below 256 training tokens on CPU
     mix = trained[0]["op_mix"]
     assert mix["by_kind_ms"]["matmul"] > 0 and (tmp_path / "qwen3-0.6b" / "step.hlo.txt").is_file()
+    # tools/op_mix.py reads the kept folder again: the bench's line, and with a long --top every op
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    import op_mix
+
+    capsys.readouterr()
+    op_mix.main([str(tmp_path / "qwen3-0.6b")])
+    op_mix.main([str(tmp_path / "qwen3-0.6b"), "--top", "100000"])
+    again, every = map(json.loads, capsys.readouterr().out.splitlines())
+    assert again == {"case": "qwen3-0.6b", **mix}
+    assert len(every["top_ops"]) > len(mix["top_ops"]) and every["top_ops"][:3] == mix["top_ops"][:3]
+    assert sum(op[3] for op in every["top_ops"]) == pytest.approx(mix["device_ms_per_step"], abs=1e-3 * len(every["top_ops"]))
+    with pytest.raises(SystemExit):
+        op_mix.main([str(tmp_path)])  # not a case's folder: no step.hlo.txt
+    assert "no step.hlo.txt" in capsys.readouterr().err
     cases = [r for r in bench_rows(repo_root, monkeypatch, capsys, "memory", "--batch", "8", "--seq", "64") if "model" in r]
     assert all("error" not in r and r["estimate_GB"] > 0 for r in cases)
     assert {r["model"] for r in cases} == {

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from jax._src.ad_checkpoint import saved_residuals  # public only as print_saved_residuals
-from op_mix import trace_op_mix
+from op_mix import PROFILED_STEPS, STEP_HLO, trace_op_mix
 
 from omnidistill.config import LossConfig, MeshConfig, ModelConfig, OptimConfig
 from omnidistill.data.pipeline import bucket_length, packed_eval_dataset
@@ -226,13 +226,13 @@ def bench_train(
     if profile:
         trace_dir = Path(profile) / re.sub(r"[^\w.-]", "_", name)
         with jax.profiler.trace(str(trace_dir)):
-            for _ in range(3):
+            for _ in range(PROFILED_STEPS):
                 train_state, metrics = step(train_state, data)
             jax.block_until_ready(metrics)
         hlo = step.as_text()
-        (trace_dir / "step.hlo.txt").write_text(hlo, encoding="utf-8")
+        (trace_dir / STEP_HLO).write_text(hlo, encoding="utf-8")
         try:
-            mix = {"op_mix": trace_op_mix(trace_dir, hlo, steps=3)}
+            mix = {"op_mix": trace_op_mix(trace_dir, hlo, steps=PROFILED_STEPS)}
         except (OSError, ValueError, KeyError) as err:  # the trace itself stays for a viewer
             mix = {"op_mix": {"error": repr(err)[:300]}}
     total, emb = _param_counts(params)

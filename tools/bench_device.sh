@@ -49,7 +49,7 @@ if want fixed; then
 fi
 if want ours; then
   python3 tools/bench_train.py $only --profile /tmp/bench-prof | tee "$out/ours_train.jsonl"  # with each case's op mix
-  tar czf "$out/train_traces.tgz" -C /tmp bench-prof  # the traces and HLO behind the op mix (tools/op_mix.py)
+  tar czf "$out/train_traces.tgz" -C /tmp bench-prof  # the traces and HLO behind the op mix: here, untar and run tools/op_mix.py bench-prof/*/ --top 2000
   python3 tools/bench_score.py $only | tee "$out/ours_score.jsonl"
 fi
 if want levers; then

@@ -2,6 +2,7 @@
 the kind of work each op does, which is read from the compiled program's HLO text.
 
     python tools/bench_train.py --only=deberta --profile prof/     # one op-mix line per case, traces kept
+    python tools/op_mix.py prof/*/ --top 2000                      # the kept traces again, every op listed
 
 The trace is the ``*.trace.json.gz`` that ``jax.profiler`` writes beside its ``.xplane.pb`` (no
 TensorBoard needed to read it). Each timed event that names an ``hlo_op`` is one op's run: on a GPU
@@ -21,12 +22,18 @@ with ``XLA_FLAGS=--xla_gpu_enable_command_buffer=``, as the eighth lease did
 
 from __future__ import annotations
 
+import argparse
 import collections
 import gzip
 import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
+
+STEP_HLO = "step.hlo.txt"
+"""The compiled step's HLO text, in a case's folder beside its trace (``bench_train.py --profile``)."""
+PROFILED_STEPS = 3
+"""The steps ``bench_train.py --profile`` traces per case."""
 
 KINDS = ("matmul", "attention kernel", "gather", "scatter", "reduce", "copy/transpose", "elementwise", "other")
 """The kinds, in the order a report lists them."""
@@ -313,3 +320,25 @@ def trace_op_mix(trace_dir: str | Path, hlo_text: str, steps: int, top: int = 12
         trace = json.load(fh)
     events, ops = op_events(trace, module_name(hlo_text)), hlo_ops(hlo_text)
     return {**op_mix(events, ops, steps, top), "by_source": source_mix(events, ops, source_lines(hlo_text), steps, top)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """One JSON line per case folder: its :func:`trace_op_mix`, with the folder's name as ``case``."""
+    parser = argparse.ArgumentParser(description="The op mix of the traces that bench_train.py --profile kept.")
+    parser.add_argument("cases", nargs="+", type=Path, help=f"a case's folder: its jax.profiler trace and {STEP_HLO}")
+    parser.add_argument("--steps", type=int, default=PROFILED_STEPS, help="steps the trace holds (default: %(default)s)")
+    parser.add_argument("--top", type=int, default=12, help="slowest ops and source lines to list (default: %(default)s)")
+    args = parser.parse_args(argv)
+    for folder in args.cases:
+        hlo = folder / STEP_HLO
+        if not hlo.is_file():
+            parser.error(f"{folder}: no {STEP_HLO} (a case folder that bench_train.py --profile wrote)")
+        try:
+            mix = trace_op_mix(folder, hlo.read_text(encoding="utf-8"), args.steps, args.top)
+        except (FileNotFoundError, ValueError) as err:
+            parser.error(f"{folder}: {err}")
+        print(json.dumps({"case": folder.name, **mix}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
