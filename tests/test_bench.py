@@ -170,6 +170,27 @@ def test_bench_device_script_parses(repo_root):
     assert subprocess.run(["bash", "-n", str(repo_root / "tools" / "bench_device.sh")]).returncode == 0
 
 
+def test_bench_scorer_cpu_builds_deberta_and_scores_as_transformers(repo_root, monkeypatch, capsys):
+    """``bench_scorer_cpu.py --model deberta-v3-base`` builds its DeBERTa classifier (here at tiny shapes
+    patched into the case) and times the Scorer against transformers on realistic lengths: both score
+    the same items alike, and the items hold the lengths file's token counts."""
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    import bench_cases
+    import bench_scorer_cpu
+
+    family, hf = bench_cases.CASES["deberta-v3-base"]
+    tiny = {**hf, "vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+    monkeypatch.setattr(bench_cases, "CASES", {**bench_cases.CASES, "deberta-v3-base": (family, tiny)})  # MiniLM's vocabulary
+    monkeypatch.setattr(sys, "argv", ["bench_scorer_cpu.py", "--model", "deberta-v3-base", "--varlen", "6", "--repeat", "1"])
+    capsys.readouterr()
+    bench_scorer_cpu.main()
+    row = json.loads(capsys.readouterr().out.splitlines()[-1])
+    lengths = [int(x) for x in (repo_root / "tools" / "score_lengths.txt").read_text().split()[:6]]
+    assert row["model"] == "deberta-v3-base" and row["items"] == 6
+    assert row["real_tokens"] == sum(min(n, row["max_length"]) for n in lengths)
+    assert row["max_abs_score_diff"] < 1e-5 and row["omnidistill_ex_s"] > 0 and row["pytorch_ex_s"] > 0
+
+
 def test_bench_case_from_a_config_file(repo_root, monkeypatch, capsys):
     """--case takes any config: its family and shape run as one more case (and alone, without --only)."""
     monkeypatch.chdir(repo_root)

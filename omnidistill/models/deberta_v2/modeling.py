@@ -63,6 +63,16 @@ def relative_columns(seq: int, cfg: DebertaV2Config) -> np.ndarray:
     return np.clip(rel + span, 0, 2 * span - 1).astype(np.int32)
 
 
+def reached_rows(table: jax.Array, columns: np.ndarray) -> tuple[jax.Array, np.ndarray]:
+    """The rows of the [2 span, H] relative-embedding table that ``columns`` (:func:`relative_columns`)
+    reaches, and the columns into them. Every layer projects these rows to position keys and queries:
+    at S positions the distances reach 2 S - 1 rows, not 2 span (a third of DeBERTa-v3's 512 at 88
+    tokens, the realistic median), and each row's projection is the same either way. The rows form
+    one slice: a bucket grows by at most one per unit of distance."""
+    low, high = int(columns.min()), int(columns.max())
+    return table[low : high + 1], columns - low
+
+
 QUERY_BLOCK = 32
 """Rows per block of the banded position scores (:func:`band_rows`); 0: one block of all rows."""
 
@@ -336,7 +346,7 @@ class DebertaV2Encoder(nnx.Module):
             if self.rel_norm is not None:
                 rel_emb = self.rel_norm(rel_emb)
             rel_emb = dropout(rel_emb, self.cfg.hidden_dropout_prob, sub_rng(rng, 10_001)).astype(self.dtype)
-            columns = relative_columns(seq, self.cfg)
+            rel_emb, columns = reached_rows(rel_emb, relative_columns(seq, self.cfg))
         embedded = x
         x, states = run_layers(
             self.layers,
