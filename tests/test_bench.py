@@ -65,7 +65,7 @@ def test_bench_train_every_family(repo_root, tmp_path, monkeypatch, capsys):
     op_mix.main([str(tmp_path / "qwen3-0.6b")])
     op_mix.main([str(tmp_path / "qwen3-0.6b"), "--top", "100000"])
     again, every = map(json.loads, capsys.readouterr().out.splitlines())
-    assert again == {"case": "qwen3-0.6b", **mix}
+    assert again == {"case": "qwen3-0.6b", "folder": str(tmp_path / "qwen3-0.6b"), **mix}
     assert len(every["top_ops"]) > len(mix["top_ops"]) and every["top_ops"][:3] == mix["top_ops"][:3]
     assert sum(op[3] for op in every["top_ops"]) == pytest.approx(mix["device_ms_per_step"], abs=1e-3 * len(every["top_ops"]))
     with pytest.raises(SystemExit):

@@ -323,7 +323,8 @@ def trace_op_mix(trace_dir: str | Path, hlo_text: str, steps: int, top: int = 12
 
 
 def main(argv: list[str] | None = None) -> None:
-    """One JSON line per case folder: its :func:`trace_op_mix`, with the folder's name as ``case``."""
+    """One JSON line per case folder: its :func:`trace_op_mix`, with the folder's name as ``case`` and its
+    path as ``folder`` (runs kept under several roots, one per lever, have the same case names)."""
     parser = argparse.ArgumentParser(description="The op mix of the traces that bench_train.py --profile kept.")
     parser.add_argument("cases", nargs="+", type=Path, help=f"a case's folder: its jax.profiler trace and {STEP_HLO}")
     parser.add_argument("--steps", type=int, default=PROFILED_STEPS, help="steps the trace holds (default: %(default)s)")
@@ -337,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
             mix = trace_op_mix(folder, hlo.read_text(encoding="utf-8"), args.steps, args.top)
         except (FileNotFoundError, ValueError) as err:
             parser.error(f"{folder}: {err}")
-        print(json.dumps({"case": folder.name, **mix}), flush=True)
+        print(json.dumps({"case": folder.name, "folder": str(folder), **mix}), flush=True)
 
 
 if __name__ == "__main__":
