@@ -524,8 +524,8 @@ def test_xla_flag_levers_reach_the_backend(repo_root):
         "import os, bench_levers, bench_cases, jax\n"
         "bench_levers.apply(bench_levers.xla_flags('--xla_force_host_platform_device_count=3'))\n"
         "print(len(jax.devices()))\n"
-        "for lever in ('cublas-gemms', 'cublaslt-epilogues'):\n"
-        "    bench_levers.apply(bench_levers.LEVERS[lever]())\n"
+        "for make in bench_levers.LEVERS.values():\n"
+        "    bench_levers.apply([p for p in make() if p[0] is os.environ])\n"
         "print(os.environ['XLA_FLAGS'])\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
@@ -534,7 +534,14 @@ def test_xla_flag_levers_reach_the_backend(repo_root):
     assert done.returncode == 0, done.stderr[-2000:]
     devices, flags = done.stdout.strip().splitlines()
     assert devices == "3"
-    assert "--xla_gpu_enable_triton_gemm=false" in flags and "--xla_gpu_enable_cublaslt=true" in flags
+    for flag in (
+        "--xla_gpu_enable_triton_gemm=false",
+        "--xla_gpu_enable_cublaslt=true",
+        "--xla_gpu_enable_cudnn_layer_norm=true",
+        "--xla_gpu_experimental_enable_fusion_block_level_rewriter=true",
+        "--xla_gpu_experimental_enable_triton_heroless_priority_fusion=true",
+    ):
+        assert flag in flags.split()
     start = subprocess.run(
         [sys.executable, "-c", "import jax; print(len(jax.devices()))"],
         env={**env, "XLA_FLAGS": flags},
@@ -543,6 +550,46 @@ def test_xla_flag_levers_reach_the_backend(repo_root):
         timeout=120,
     )
     assert start.returncode == 0 and start.stdout.strip() == "3", start.stderr[-2000:]
+
+
+@pytest.mark.parametrize("lever", ["layernorm-two-pass", "cudnn-layernorm", "cudnn-layernorm-moments"])
+def test_layer_norm_levers_normalize_as_flax_does(repo_root, monkeypatch, lever):
+    """The layer-norm levers change how the variance is taken, not what the norm gives: a model's
+    ``nnx.LayerNorm`` (float32, scale and bias) gives flax's outputs, and flax's clamp at 0 is gone from
+    the program. The two-pass form is the exact one: rows far from zero (1,000 ± 1), where E[x²] − E[x]²
+    loses most of float32's digits, still get numpy's float64 variance."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from flax import nnx
+
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    from bench_levers import LEVERS
+
+    rng = np.random.default_rng(0)
+    norm = nnx.LayerNorm(64, epsilon=1e-12, dtype=jnp.float32, param_dtype=jnp.float32, rngs=nnx.Rngs(0))
+    norm.scale.value = jnp.asarray(rng.uniform(0.5, 1.5, 64), jnp.float32)
+    norm.bias.value = jnp.asarray(rng.standard_normal(64), jnp.float32)
+    x = jnp.asarray(rng.standard_normal((4, 8, 64)) * 3 + 0.5, jnp.float32)
+    far = jnp.asarray(1000 + rng.standard_normal((16, 64)), jnp.float32)
+
+    def primitives(f, *args):  # a new function each time: make_jaxpr caches traces by function
+        return {e.primitive.name for e in jax.make_jaxpr(lambda *a: f(*a))(*args).eqns}
+
+    want = np.asarray(norm(x))
+    assert "max" in primitives(norm, x)
+    with monkeypatch.context() as patched:
+        for obj, attr, value in LEVERS[lever]():
+            if obj is not os.environ:
+                patched.setattr(obj, attr, value)
+        got = np.asarray(jax.jit(lambda y: norm(y))(x))
+        assert "max" not in primitives(norm, x)
+        from flax.nnx.nn import normalization
+
+        _, var = normalization._compute_stats(far, (1,), jnp.float32)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    if lever != "cudnn-layernorm-moments":
+        np.testing.assert_allclose(np.asarray(var), np.asarray(far, np.float64).var(axis=1), rtol=1e-4)
 
 
 def test_the_finite_per_array_lever_decides_as_the_step_does(repo_root, monkeypatch):

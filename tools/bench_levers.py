@@ -26,6 +26,17 @@ Levers (docs/benchmarks.md says what each measured):
   or TPU drew them again there (``dropout_masks.redraws_masks``).
 - ``finite-per-array``: the train step tests each gradient array for non-finite values, as before it
   took the global norm's finiteness (``train/step.py: update_is_finite``).
+- ``layernorm-two-pass``: every ``nnx.LayerNorm`` takes its variance as E[(x − E[x])²], a mean after
+  the mean, where flax's default is E[x²] − E[x]² clamped at 0: one chain of two reductions, the
+  normalization shape XLA's Triton rewriter fuses into a single kernel (softmax's shape).
+- ``cudnn-layernorm``: the two-pass variance, and XLA rewrites the layer norms it recognises into cuDNN's
+  norm kernels, forward and backward (``--xla_gpu_enable_cudnn_layer_norm=true``). Its pattern takes
+  either variance form, but not flax's clamp.
+- ``cudnn-layernorm-moments``: the same flag with E[x²] − E[x]² unclamped (flax's form less the clamp).
+- ``triton-block-fusion``: every fusion XLA builds is emitted by its Triton emitter with automatic tiling
+  (``--xla_gpu_experimental_enable_fusion_block_level_rewriter=true``).
+- ``triton-heroless-fusion``: XLA's priority fusion may also form Triton fusions without a reduction or
+  matmul at their root (``--xla_gpu_experimental_enable_triton_heroless_priority_fusion=true``).
 
 The XLA-flag levers are added to ``XLA_FLAGS`` before the backend starts (neither this tool nor
 ``bench_cases`` starts it on import).
@@ -40,6 +51,7 @@ import sys
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
+import flax.nnx.nn.normalization as flax_norm
 import jax
 import jax.numpy as jnp
 
@@ -82,6 +94,25 @@ def finite_per_array(total: jax.Array, grads: Any, grad_norm: jax.Array) -> jax.
     return jnp.isfinite(total) & jnp.all(jnp.stack(leaves))
 
 
+def layer_norm_stats(variance: str) -> Callable[..., tuple[jax.Array, jax.Array]]:
+    """flax's ``_compute_stats`` with a layer norm's variance taken another way: ``two-pass``,
+    E[(x − E[x])²] (flax's ``use_fast_variance=False``), or ``moments``, E[x²] − E[x]² without the clamp
+    at 0. Statistics without a mean (RMSNorm), a mask or a named axis stay flax's."""
+    stats = flax_norm._compute_stats
+
+    def patched(x, axes, dtype, axis_name=None, axis_index_groups=None, use_mean=True, use_fast_variance=True, mask=None):
+        if variance == "two-pass" or not use_mean or mask is not None or axis_name is not None:
+            fast = use_fast_variance and variance != "two-pass"
+            return stats(x, axes, dtype, axis_name, axis_index_groups, use_mean=use_mean, use_fast_variance=fast, mask=mask)
+        x = x.astype(jnp.promote_types(dtype or x.dtype, jnp.float32))
+        mean = x.mean(axes)
+        return mean, jnp.square(x).mean(axes) - jnp.square(mean)
+
+    return patched
+
+
+CUDNN_LAYER_NORM = "--xla_gpu_enable_cudnn_layer_norm=true"
+
 LEVERS: dict[str, Callable[[], list[Patch]]] = {
     "old-gelu": lambda: [(layers.ACTIVATIONS, "gelu", lambda x: jax.nn.gelu(x, approximate=False))],
     "deberta-one-block": lambda: [(deberta, "QUERY_BLOCK", 0)],
@@ -99,6 +130,11 @@ LEVERS: dict[str, Callable[[], list[Patch]]] = {
     "dropout-per-element": lambda: [(dropout_masks, "keep_mask", dropout_masks.keep_mask_per_element)],
     "dropout-kept-masks": lambda: [(dropout_masks, "redraws_masks", lambda: False)],
     "finite-per-array": lambda: [(train_step, "update_is_finite", finite_per_array)],
+    "layernorm-two-pass": lambda: [(flax_norm, "_compute_stats", layer_norm_stats("two-pass"))],
+    "cudnn-layernorm": lambda: [(flax_norm, "_compute_stats", layer_norm_stats("two-pass")), *xla_flags(CUDNN_LAYER_NORM)],
+    "cudnn-layernorm-moments": lambda: [(flax_norm, "_compute_stats", layer_norm_stats("moments")), *xla_flags(CUDNN_LAYER_NORM)],
+    "triton-block-fusion": lambda: xla_flags("--xla_gpu_experimental_enable_fusion_block_level_rewriter=true"),
+    "triton-heroless-fusion": lambda: xla_flags("--xla_gpu_experimental_enable_triton_heroless_priority_fusion=true"),
 }
 
 
