@@ -7,14 +7,15 @@
 # Device run (carry .whl):       bash tools/bench_device.sh [STAGES] [--only=mbert,ettin]
 # STAGES (comma-separated, default all): tests, varlen (realistic-length scoring, first), fixed (the
 # fixed-shape peer, eager and compiled), ours (omnidistill's fixed-shape train and score), levers
-# (DeBERTa training with each variant of tools/bench_levers.py; ModernBERT and Ettin-32M training and
-# --varlen scoring with cuDNN's mask array, against ours and varlen; BERT-large and ModernBERT
+# (DeBERTa training with each variant of tools/bench_levers.py; ModernBERT and Ettin-32M training
+# and --varlen scoring with cuDNN's mask array, against ours and varlen; BERT-large and ModernBERT
 # training with cuBLAS for every matmul, and with cuBLASLt epilogues; mBERT and BERT-large training
-# with per-element dropout draws, with masks kept for the backward pass, with a finiteness test per
-# gradient array, and without dropout), large (mxbai-large at B64xS512 under remat). One 10-minute
-# device command holds about two stages. pairs (not in all): per case, the compiled peer then our
-# training, back to back, so a call cut short still leaves whole same-chip pairs (mbert, deberta and
-# modernbert took 275 s on an H200; ettin-32m and bert-large 170 s).
+# with per-element dropout draws, with masks kept for the backward pass, with the draws split
+# without a concatenate, with a finiteness test per gradient array, and without dropout), large
+# (mxbai-large at B64xS512 under remat). One 10-minute device command holds about two stages. pairs
+# (not in all): per case, the compiled peer then our training, back to back, so a call cut short
+# still leaves whole same-chip pairs (mbert, deberta and modernbert took 275 s on an H200; ettin-32m
+# and bert-large 170 s).
 set -euo pipefail
 stages="${1:-all}"
 only="${2:-}"
@@ -61,7 +62,7 @@ if want levers; then
   for lever in cublas-gemms cublaslt-epilogues; do  # XLA flags: a flag this JAX lacks stops only its own run
     python3 tools/bench_levers.py "$lever" train --only=bert-large,modernbert | tee -a "$out/levers.jsonl" || true
   done
-  for lever in dropout-per-element dropout-kept-masks finite-per-array; do
+  for lever in dropout-per-element dropout-kept-masks dropout-selected-draws finite-per-array; do
     python3 tools/bench_levers.py "$lever" train --only=mbert,bert-large | tee -a "$out/levers.jsonl"
   done
   python3 tools/bench_train.py --only=mbert,bert-large --no-dropout | tee -a "$out/levers.jsonl"

@@ -22,6 +22,8 @@ Levers (docs/benchmarks.md says what each measured):
   a bias in the matmul's epilogue instead of a pass of its own.
 - ``dropout-per-element``: dropout masks from ``jax.random.bernoulli``, one Threefry call per element,
   as before the 16-bit draws (``models/dropout_masks.py``).
+- ``dropout-selected-draws``: each call's four 16-bit draws picked by selects and shifts of
+  broadcasts (``dropout_masks.draws_selected``) instead of stacked with a concatenate: the same masks.
 - ``dropout-kept-masks``: each dropout mask kept for the backward pass on any backend, as before a GPU
   or TPU drew them again there (``dropout_masks.redraws_masks``).
 - ``finite-per-array``: the train step tests each gradient array for non-finite values, as before it
@@ -128,6 +130,7 @@ LEVERS: dict[str, Callable[[], list[Patch]]] = {
     "cublas-gemms": lambda: xla_flags("--xla_gpu_enable_triton_gemm=false"),
     "cublaslt-epilogues": lambda: xla_flags("--xla_gpu_enable_cublaslt=true"),
     "dropout-per-element": lambda: [(dropout_masks, "keep_mask", dropout_masks.keep_mask_per_element)],
+    "dropout-selected-draws": lambda: [(dropout_masks, "split_draws", dropout_masks.draws_selected)],
     "dropout-kept-masks": lambda: [(dropout_masks, "redraws_masks", lambda: False)],
     "finite-per-array": lambda: [(train_step, "update_is_finite", finite_per_array)],
     "layernorm-two-pass": lambda: [(flax_norm, "_compute_stats", layer_norm_stats("two-pass"))],

@@ -58,6 +58,27 @@ def _counters(shape: tuple[int, ...]) -> tuple[jax.Array, jax.Array]:
     return rows, jnp.broadcast_to(_positions(shape[1:]), shape)
 
 
+def draws_stacked(hi: jax.Array, lo: jax.Array) -> jax.Array:
+    """The four 16-bit draws of each call, ``[..., groups, 4]``: ``hi``'s low and high halves, then
+    ``lo``'s, stacked (a concatenate)."""
+    low16 = jnp.uint32(2**DRAW_BITS - 1)
+    return jnp.stack([hi & low16, hi >> DRAW_BITS, lo & low16, lo >> DRAW_BITS], axis=-1)
+
+
+def draws_selected(hi: jax.Array, lo: jax.Array) -> jax.Array:
+    """:func:`draws_stacked`'s draws, each element choosing its word and half by its place in the group:
+    broadcasts, a select and shifts, with no concatenate. On a GPU XLA makes a concatenate the root of
+    a fusion of its own, which then writes the mask; elementwise draws may fuse into the mask's readers
+    instead (``tools/bench_levers.py dropout-selected-draws``; not measured on a GPU yet)."""
+    place = jax.lax.broadcasted_iota(jnp.uint32, (*hi.shape, DRAWS_PER_CALL), hi.ndim)
+    word = jnp.where(place < 2, hi[..., None], lo[..., None])
+    return (word >> (jnp.uint32(DRAW_BITS) * (place & 1))) & jnp.uint32(2**DRAW_BITS - 1)
+
+
+split_draws = draws_stacked
+"""How :func:`keep_mask` splits each call's two words into its four draws."""
+
+
 def drop_threshold(rate: float) -> int:
     """The 16-bit draw under which an element is dropped: ``round(rate · 2^16)``, at most 2^16 − 1 so
     that one draw in 65,536 is kept (a rate within 2^-17 of 1 would otherwise keep none, and the
@@ -76,9 +97,7 @@ def keep_mask(rng: jax.Array, rate: float, shape: tuple[int, ...]) -> tuple[jax.
     row, position = _counters((*lead, groups))
     k1, k2 = _key_words(rng)
     hi, lo = threefry2x32_p.bind(k1, k2, row, position)
-    low16 = jnp.uint32(2**DRAW_BITS - 1)
-    draws = jnp.stack([hi & low16, hi >> DRAW_BITS, lo & low16, lo >> DRAW_BITS], axis=-1)
-    draws = draws.reshape(*lead, groups * DRAWS_PER_CALL)[..., :last].reshape(shape)
+    draws = split_draws(hi, lo).reshape(*lead, groups * DRAWS_PER_CALL)[..., :last].reshape(shape)
     return draws >= jnp.uint32(threshold), 1.0 - threshold / 2**DRAW_BITS
 
 

@@ -87,3 +87,21 @@ def test_a_rate_next_to_1_keeps_one_draw_in_65536_and_finite_gradients():
 def test_rates_outside_0_1_are_refused():
     with pytest.raises(ValueError, match="not in"):
         dropout_masks.keep_mask(KEY, 1.0, (4,))
+
+
+def test_selected_draws_are_the_stacked_draws_without_a_concatenate():
+    """``draws_selected`` (``bench_levers.py dropout-selected-draws``) gives every word's four halves in
+    ``draws_stacked``'s order with no concatenate in the program, so the lever changes how XLA may fuse
+    the mask, not the mask: the same keep masks, a last axis not a multiple of four included."""
+    rng = np.random.default_rng(0)
+    hi, lo = (jnp.asarray(rng.integers(0, 2**32, (3, 5), dtype=np.uint64), jnp.uint32) for _ in range(2))
+    np.testing.assert_array_equal(dropout_masks.draws_selected(hi, lo), dropout_masks.draws_stacked(hi, lo))
+    lowered = lambda f: jax.jit(f).lower(hi, lo).as_text()
+    assert "concatenate" in lowered(dropout_masks.draws_stacked)
+    assert "concatenate" not in lowered(dropout_masks.draws_selected)
+    shapes = [(4, 10, 64), (3, 7, 10), (5,)]
+    want = [np.asarray(dropout_masks.keep_mask(KEY, 0.3, shape)[0]) for shape in shapes]
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(dropout_masks, "split_draws", dropout_masks.draws_selected)
+        for shape, mask in zip(shapes, want, strict=True):
+            np.testing.assert_array_equal(jax.jit(lambda k, s=shape: dropout_masks.keep_mask(k, 0.3, s)[0])(KEY), mask)
