@@ -130,14 +130,21 @@ def test_accelerator_layout_matches_pytorch(tmp_path, monkeypatch):
     assert_hidden_states_match(folder, "deberta_v2", *random_batch(99, batch=3, seq=40, pad=True))
 
 
-@pytest.mark.parametrize(("backend", "accelerated"), [("cpu", False), ("gpu", True), ("tpu", True)])
-def test_position_scores_take_the_layout_of_the_backend(monkeypatch, backend, accelerated):
-    """The backend picks the layout at trace time: the CPU gathers rows per block and multiplies with
-    einsum, a GPU or TPU slices one gather and puts the queries first (docs/benchmarks.md)."""
+@pytest.mark.parametrize(
+    ("backend", "forward_only", "accelerated"),
+    [("cpu", False, False), ("cpu", True, True), ("gpu", False, True), ("gpu", True, True), ("tpu", False, True)],
+)
+def test_position_scores_take_the_layout_of_the_backend(monkeypatch, backend, forward_only, accelerated):
+    """The backend and the pass pick the layout at trace time: a CPU training step gathers rows per
+    block and multiplies with einsum; a GPU or TPU, and the CPU scoring (``layers.predicting``), slice
+    one gather and put the queries first (docs/benchmarks.md)."""
+    import contextlib
+
     import jax
     import jax.numpy as jnp
 
     from omnidistill.models.deberta_v2 import modeling
+    from omnidistill.models.layers import predicting
 
     monkeypatch.setattr(jax, "default_backend", lambda: backend)
     called = []
@@ -147,7 +154,8 @@ def test_position_scores_take_the_layout_of_the_backend(monkeypatch, backend, ac
     cfg = DebertaV2Config.from_hf({**V3, "model_type": "deberta-v2"})
     q = jnp.ones((1, 8, 2, 4))
     table = jnp.ones((2 * cfg.relative_span, 2, 4))
-    modeling.DisentangledAttention.position_bias(q, q, table, table, modeling.relative_columns(8, cfg))
+    with predicting() if forward_only else contextlib.nullcontext():
+        modeling.DisentangledAttention.position_bias(q, q, table, table, modeling.relative_columns(8, cfg))
     want = ["block_rows_sliced", "block_product_queries_first"] if accelerated else ["block_rows_gathered", "block_product_einsum"]
     assert called == want * 2  # c2p, then p2c
 
