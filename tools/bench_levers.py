@@ -103,12 +103,12 @@ def layer_norm_stats(variance: str) -> Callable[..., tuple[jax.Array, jax.Array]
     stats = flax_norm._compute_stats
 
     def patched(x, axes, dtype, axis_name=None, axis_index_groups=None, use_mean=True, use_fast_variance=True, mask=None):
-        if variance == "two-pass" or not use_mean or mask is not None or axis_name is not None:
-            fast = use_fast_variance and variance != "two-pass"
-            return stats(x, axes, dtype, axis_name, axis_index_groups, use_mean=use_mean, use_fast_variance=fast, mask=mask)
-        x = x.astype(jnp.promote_types(dtype or x.dtype, jnp.float32))
-        mean = x.mean(axes)
-        return mean, jnp.square(x).mean(axes) - jnp.square(mean)
+        if variance == "moments" and use_mean and mask is None and axis_name is None:
+            x = x.astype(jnp.promote_types(dtype or x.dtype, jnp.float32))
+            mean = x.mean(axes)
+            return mean, jnp.square(x).mean(axes) - jnp.square(mean)
+        fast = use_fast_variance and variance != "two-pass"
+        return stats(x, axes, dtype, axis_name, axis_index_groups, use_mean=use_mean, use_fast_variance=fast, mask=mask)
 
     return patched
 
