@@ -612,3 +612,17 @@ def test_the_finite_per_array_lever_decides_as_the_step_does(repo_root, monkeypa
         total = jnp.float32(total)
         ours = bool(update_is_finite(total, tree, optax.global_norm(tree)))
         assert ours == bool(finite_per_array(total, tree, optax.global_norm(tree))) == (tree is grads and bool(jnp.isfinite(total)))
+
+
+def test_levers_joined_by_a_plus_apply_every_ones_patches(repo_root, monkeypatch):
+    """``A+B`` sets the patches of both levers, and the flags of two flag levers both reach XLA_FLAGS."""
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    from bench_levers import LEVERS, patches_of
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/nowhere")
+    joined = patches_of("packed-vectors+dropout-selected-draws")
+    assert [p[1] for p in joined] == [p[1] for p in LEVERS["packed-vectors"]() + LEVERS["dropout-selected-draws"]()]
+    (*_, last) = patches_of("cublas-gemms+cudnn-layernorm")
+    flags = last[2].split()
+    assert flags[0] == "--xla_dump_to=/nowhere"
+    assert {"--xla_gpu_enable_triton_gemm=false", "--xla_gpu_enable_cudnn_layer_norm=true"} <= set(flags)

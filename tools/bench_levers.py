@@ -3,6 +3,7 @@ the modules before the tool runs, so that both sides of an A/B run the same tool
 
     python tools/bench_levers.py LEVER train|score|memory [bench_train.py / bench_score.py / bench_memory.py options]
     python tools/bench_levers.py deberta-cpu-layout train --only=deberta
+    python tools/bench_levers.py packed-vectors+dropout-selected-draws train --only=mbert   # levers joined by +
 
 Levers (docs/benchmarks.md says what each measured):
 
@@ -28,6 +29,10 @@ Levers (docs/benchmarks.md says what each measured):
   or TPU drew them again there (``dropout_masks.redraws_masks``).
 - ``finite-per-array``: the train step tests each gradient array for non-finite values, as before it
   took the global norm's finiteness (``train/step.py: update_is_finite``).
+- ``packed-vectors``: AdamW updates the undecayed arrays (biases, norm scales) of each group as one
+  concatenated vector, and the step's gradient norm sums the arrays of at most 65,536 values as one
+  (``train/packed_vectors.py``): the same values, far fewer small kernels. ``packed-vectors-fusible``:
+  the same without the optimization barrier that makes XLA compute the packed update as one array.
 - ``layernorm-two-pass``: every ``nnx.LayerNorm`` takes its variance as E[(x − E[x])²], a mean after
   the mean, where flax's default is E[x²] − E[x]² clamped at 0: one chain of two reductions, the
   normalization shape XLA's Triton rewriter fuses into a single kernel (softmax's shape).
@@ -51,6 +56,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, MutableMapping
+from functools import partial
 from typing import Any
 
 import flax.nnx.nn.normalization as flax_norm
@@ -60,6 +66,8 @@ import jax.numpy as jnp
 import omnidistill.models.deberta_v2.modeling as deberta
 import omnidistill.models.dropout_masks as dropout_masks
 import omnidistill.models.layers as layers
+import omnidistill.train.optimizer as optimizer
+import omnidistill.train.packed_vectors as packed_vectors
 import omnidistill.train.step as train_step
 
 Patch = tuple[Any, str, Any]
@@ -133,6 +141,14 @@ LEVERS: dict[str, Callable[[], list[Patch]]] = {
     "dropout-selected-draws": lambda: [(dropout_masks, "split_draws", dropout_masks.draws_selected)],
     "dropout-kept-masks": lambda: [(dropout_masks, "redraws_masks", lambda: False)],
     "finite-per-array": lambda: [(train_step, "update_is_finite", finite_per_array)],
+    "packed-vectors": lambda: [
+        (optimizer, "group_adamw", packed_vectors.adamw_vectors_packed),
+        (train_step, "gradient_norm", packed_vectors.packed_global_norm),
+    ],
+    "packed-vectors-fusible": lambda: [
+        (optimizer, "group_adamw", partial(packed_vectors.adamw_vectors_packed, barrier=False)),
+        (train_step, "gradient_norm", packed_vectors.packed_global_norm),
+    ],
     "layernorm-two-pass": lambda: [(flax_norm, "_compute_stats", layer_norm_stats("two-pass"))],
     "cudnn-layernorm": lambda: [(flax_norm, "_compute_stats", layer_norm_stats("two-pass")), *xla_flags(CUDNN_LAYER_NORM)],
     "cudnn-layernorm-moments": lambda: [(flax_norm, "_compute_stats", layer_norm_stats("moments")), *xla_flags(CUDNN_LAYER_NORM)],
@@ -141,11 +157,23 @@ LEVERS: dict[str, Callable[[], list[Patch]]] = {
 }
 
 
+def patches_of(lever: str) -> list[Patch]:
+    """The patches of ``lever``, or of each of several levers joined by ``+`` (an ``XLA_FLAGS`` patch
+    then holds every one's flags)."""
+    patches: list[Patch] = []
+    for name in lever.split("+"):
+        for patch in LEVERS[name]():
+            if patch[:2] == (os.environ, "XLA_FLAGS"):
+                os.environ["XLA_FLAGS"] = patch[2]  # the next lever's flags append to these
+            patches.append(patch)
+    return patches
+
+
 def main(argv: list[str]) -> None:
-    if len(argv) < 2 or argv[0] not in LEVERS or argv[1] not in ("train", "score", "memory"):
-        sys.exit(f"usage: bench_levers.py {{{','.join(LEVERS)}}} train|score|memory [bench options]")
+    if len(argv) < 2 or not all(n in LEVERS for n in argv[0].split("+")) or argv[1] not in ("train", "score", "memory"):
+        sys.exit(f"usage: bench_levers.py {{{','.join(LEVERS)}}}[+LEVER...] train|score|memory [bench options]")
     lever, kind, *args = argv
-    apply(LEVERS[lever]())
+    apply(patches_of(lever))
     from bench_cases import run_cli
 
     print(f'{{"lever": "{lever}"}}', flush=True)

@@ -30,6 +30,8 @@ from omnidistill.parallel.mesh import path_string
 HEAD_PATTERN = r"^(pooler|head)/"
 HEAD_ONLY_PATTERN = r"^head/"
 ENCODER_PATTERN = re.compile(r"^encoder/")
+group_adamw: Callable[..., optax.GradientTransformation] = optax.adamw
+"""Each group's AdamW; ``tools/bench_levers.py packed-vectors`` sets ``packed_vectors.adamw_vectors_packed``."""
 LAYER_PATTERN = re.compile(r"^encoder/layers/(\d+)/")
 
 
@@ -141,7 +143,7 @@ def build_optimizer(
         base = lr_schedule(lr, total_steps, cfg)
         sched = (lambda b: lambda step: jnp.where(step < hold, 0.0, b(step)))(base) if (is_encoder and hold) else base
         schedules[name] = sched
-        transforms[name] = optax.adamw(sched, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=wd, mask=decay_mask)
+        transforms[name] = group_adamw(sched, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=wd, mask=decay_mask)
     tx = optax.multi_transform(transforms, labels)
     if cfg.grad_clip is not None:
         tx = optax.chain(optax.clip_by_global_norm(cfg.grad_clip), tx)

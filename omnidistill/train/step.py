@@ -70,6 +70,10 @@ def make_loss_fn(graphdef: nnx.GraphDef, loss_cfg: LossConfig) -> Callable:
     return loss_fn
 
 
+gradient_norm: Callable[[Any], jax.Array] = optax.global_norm
+"""The step's gradient norm; ``tools/bench_levers.py packed-vectors`` sets ``packed_vectors.packed_global_norm``."""
+
+
 def update_is_finite(total: jax.Array, grads: Any, grad_norm: jax.Array) -> jax.Array:
     """Whether a step may update the state: its loss and its gradients' global norm are finite.
 
@@ -127,7 +131,7 @@ def make_train_step(
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         # A non-finite loss or gradient leaves parameters and optimizer state untouched.
-        grad_norm = optax.global_norm(grads)
+        grad_norm = gradient_norm(grads)
         finite = update_is_finite(total, grads, grad_norm)
         params = jax.tree.map(lambda new, old: jnp.where(finite, new, old), params, state.params)
         opt_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), opt_state, state.opt_state)
