@@ -62,7 +62,7 @@ if want levers; then
   for lever in cublas-gemms cublaslt-epilogues; do  # XLA flags: a flag this JAX lacks stops only its own run
     python3 tools/bench_levers.py "$lever" train --only=bert-large,modernbert | tee -a "$out/levers.jsonl" || true
   done
-  for lever in dropout-per-element dropout-kept-masks dropout-selected-draws finite-per-array; do
+  for lever in dropout-per-element dropout-kept-masks dropout-selected-draws finite-per-array packed-vectors packed-vectors-fusible; do
     python3 tools/bench_levers.py "$lever" train --only=mbert,bert-large | tee -a "$out/levers.jsonl"
   done
   python3 tools/bench_train.py --only=mbert,bert-large --no-dropout | tee -a "$out/levers.jsonl"
