@@ -11,7 +11,8 @@
 # and --varlen scoring with cuDNN's mask array, against ours and varlen; BERT-large and ModernBERT
 # training with cuBLAS for every matmul, and with cuBLASLt epilogues; mBERT and BERT-large training
 # with per-element dropout draws, with masks kept for the backward pass, with the draws split
-# without a concatenate, with a finiteness test per gradient array, and without dropout), large
+# without a concatenate, with a finiteness test per gradient array, with the optimizer's small
+# arrays packed into one vector (with and without its barrier), and without dropout), large
 # (mxbai-large at B64xS512 under remat). One 10-minute device command holds about two stages. pairs
 # (not in all): per case, the compiled peer then our training, back to back, so a call cut short
 # still leaves whole same-chip pairs (mbert, deberta and modernbert took 275 s on an H200; ettin-32m
