@@ -30,9 +30,9 @@ from omnidistill.parallel.mesh import path_string
 HEAD_PATTERN = r"^(pooler|head)/"
 HEAD_ONLY_PATTERN = r"^head/"
 ENCODER_PATTERN = re.compile(r"^encoder/")
+LAYER_PATTERN = re.compile(r"^encoder/layers/(\d+)/")
 group_adamw: Callable[..., optax.GradientTransformation] = optax.adamw
 """Each group's AdamW; ``tools/bench_levers.py packed-vectors`` sets ``packed_vectors.adamw_vectors_packed``."""
-LAYER_PATTERN = re.compile(r"^encoder/layers/(\d+)/")
 
 
 def group_rules(cfg: OptimConfig, pretrained_pooler: bool = False) -> list[ParamGroupRule]:

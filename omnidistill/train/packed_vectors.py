@@ -7,7 +7,8 @@ updated as one array and sliced back, which gives the same values elementwise.
 ``tools/bench_levers.py packed-vectors`` puts both in the train step: ``adamw_vectors_packed`` as each
 group's AdamW (``optimizer.group_adamw``) and ``packed_global_norm`` as the step's gradient norm.
 AdamW's state for the vectors is then one array per group, so a checkpoint's optimizer state has
-another layout.
+another layout. Measured on an H200 (tenth lease): mBERT's step 1.006× (1.011× without the barrier),
+BERT-large's level; not taken, for that and for the checkpoint layout.
 """
 
 from __future__ import annotations
