@@ -250,10 +250,14 @@ def test_bench_score_varlen_batches_as_the_scorer_does(repo_root, tmp_path, monk
     assert varlen_batches(few, 4, 512, 32) == want
     path = tmp_path / "lengths.txt"
     path.write_text("\n".join(map(str, lengths[:40])))
-    args = ("--varlen", str(path), "--only", "mbert", "--batch", "16", "--dtype", "float32")
+    args = ("--varlen", str(path), "--only", "mbert", "--batch", "16", "--dtype", "float32", "--profile", str(tmp_path / "prof"))
     rows = bench_rows(repo_root, monkeypatch, capsys, "score", *args)
     row = next(r for r in rows if r.get("model") == "mbert")
     assert row["mode"] == "varlen" and row["items"] == 40 and row["real_tokens"] == sum(lengths[:40]) and 0 <= row["padding"] < 1
+    # --profile: one traced pass over every shape's program, its dense layers' matmuls among its ops
+    mix = row["op_mix"]
+    assert mix["programs"] == row["shapes"] == len(list((tmp_path / "prof" / "mbert").glob("program_*.hlo.txt")))
+    assert mix["device_ms_per_pass"] > 0 and "matmul" in mix["by_kind_ms"] and mix["device_busy"] > 0
 
 
 def test_bench_score_varlen_packed_batches_are_the_scorers(repo_root):

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from jax._src.ad_checkpoint import saved_residuals  # public only as print_saved_residuals
-from op_mix import PROFILED_STEPS, STEP_HLO, trace_op_mix
+from op_mix import PROFILED_STEPS, STEP_HLO, programs_op_mix, trace_op_mix
 
 from omnidistill.config import LossConfig, MeshConfig, ModelConfig, OptimConfig
 from omnidistill.data.pipeline import bucket_length, packed_eval_dataset
@@ -409,13 +409,16 @@ def bench_score_varlen(
     tiny: bool = False,
     pack_length: int = 0,
     batch_tokens: int = 0,
+    profile: str = "",
 ) -> dict:
     """Scoring items of realistic lengths (the peer's ``--varlen`` case): the same lengths and batch
     size, batched as the Scorer batches them (sorted, padded per batch to a multiple of 32 tokens; a
     partial batch is filled with masked rows; with ``pack_length``, packed rows of that many tokens as
     ``eval.pack_length`` packs them; with ``batch_tokens``, batches of that many real tokens and the
     layers unpadded, as ``eval.batch_tokens`` makes them, ``batch`` then unused). Every shape is
-    compiled before timing; one pass over all items is timed ``steps`` times."""
+    compiled before timing; one pass over all items is timed ``steps`` times. ``profile``: a folder for a
+    ``jax.profiler`` trace of one more pass, whose op mix over every shape's program joins the result
+    (with ``device_busy``, the share of the pass's wall time the device spent in its ops)."""
     model, hf = _model(name, tiny, dtype, attention)
     max_length = min(512, hf.get("max_position_embeddings", 512))
     graphdef, state = nnx.split(model, nnx.Param)
@@ -447,6 +450,7 @@ def bench_score_varlen(
     for _ in range(steps):
         jax.block_until_ready(one_pass())
     dt = (time.perf_counter() - start) / steps
+    mix = {"op_mix": _profiled_pass(Path(profile) / re.sub(r"[^\w.-]", "_", name), predict, params, batches, one_pass)} if profile else {}
     items, real_tokens = len(lengths), sum(min(n, max_length) for n in lengths)
     padded = sum(b["attention_mask"].size for b in batches)
     return dict(
@@ -466,7 +470,25 @@ def bench_score_varlen(
         batch_tokens=batch_tokens if "token_index" in batches[0] else 0,
         shapes=len({b["input_ids"].shape for b in batches}),
         device=jax.devices()[0].device_kind,
+        **mix,
     )
+
+
+def _profiled_pass(trace_dir: Path, predict: Any, params: Any, batches: list[dict], one_pass: Any) -> dict:
+    """One scoring pass traced into ``trace_dir``, each shape's compiled HLO kept beside it
+    (``program_N.hlo.txt``), and the pass's :func:`op_mix.programs_op_mix`."""
+    shapes = {tuple((k, v.shape) for k, v in sorted(b.items())): b for b in batches}
+    texts = [predict.lower(params, b).compile().as_text() for b in shapes.values()]
+    with jax.profiler.trace(str(trace_dir)):
+        start = time.perf_counter()
+        jax.block_until_ready(one_pass())
+        wall = time.perf_counter() - start
+    for i, text in enumerate(texts):
+        (trace_dir / f"program_{i}.hlo.txt").write_text(text, encoding="utf-8")
+    try:
+        return programs_op_mix(trace_dir, texts, passes=1, wall_s=wall)
+    except (OSError, ValueError, KeyError) as err:  # the trace itself stays for a viewer
+        return {"error": repr(err)[:300]}
 
 
 def case_from_config(path: str) -> tuple[str, tuple[str, dict[str, Any]]]:
@@ -517,6 +539,10 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
         )
         p.add_argument("--feed", default="device", choices=["device", "host"], help="host: each step's batch is sent from host memory")
         p.add_argument("--profile", default="", metavar="DIR", help="trace 3 more steps into DIR/CASE and add the op mix (tools/op_mix.py)")
+    if kind == "score":
+        p.add_argument(
+            "--profile", default="", metavar="DIR", help="--varlen: trace one more pass into DIR/CASE and add its op mix (tools/op_mix.py)"
+        )
     if kind == "memory":
         p.add_argument(
             "--fsdp", default="1", help="comma-separated FSDP mesh sizes, one case each: the train state per device (--batch is per device)"
@@ -545,6 +571,8 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
         "model.init_from folder's config.json); repeatable; with --case only those cases run unless --only is given",
     )
     args = p.parse_args(argv)
+    if kind == "score" and args.profile and not args.varlen:
+        p.error("--profile traces a --varlen pass (bench_train.py --profile traces training steps)")
     for path in args.case:
         name, case = case_from_config(path)
         CASES[name] = case
@@ -557,7 +585,9 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
         common.update(donate=args.donate, feed=args.feed, profile=args.profile, dropout=args.dropout)
     if getattr(args, "varlen", None):
         lengths = [int(x) for x in Path(args.varlen).read_text(encoding="ascii").split()]
-        fn = partial(bench_score_varlen, lengths=lengths, pack_length=args.pack_length, batch_tokens=args.batch_tokens)
+        fn = partial(
+            bench_score_varlen, lengths=lengths, pack_length=args.pack_length, batch_tokens=args.batch_tokens, profile=args.profile
+        )
         common = dict(
             batch=args.batch, steps=3 if args.steps == 20 else args.steps, dtype=args.dtype, attention=args.attention, tiny=args.tiny
         )

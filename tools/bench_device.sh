@@ -5,7 +5,8 @@
 # Before the device run, here:   bash ../shared/bench/device_wheels.sh        # grain wheels -> .whl/
 #                                cp ../shared/bench/peer_bench_torch.py ../shared/bench/score_lengths.txt .whl/  # the peer and its lengths travel too
 # Device run (carry .whl):       bash tools/bench_device.sh [STAGES] [--only=mbert,ettin]
-# STAGES (comma-separated, default all): tests, varlen (realistic-length scoring, first), fixed (the
+# STAGES (comma-separated, default all): tests, varlen (realistic-length scoring, first; the padded
+# pass's op mix and device_busy in each line), fixed (the
 # fixed-shape peer, eager and compiled), ours (omnidistill's fixed-shape train and score), levers
 # (DeBERTa training with each variant of tools/bench_levers.py; ModernBERT and Ettin-32M training
 # and --varlen scoring with cuDNN's mask array, against ours and varlen; BERT-large and ModernBERT
@@ -31,7 +32,7 @@ if want tests; then
   JAX_PLATFORMS=cuda python3 -m pytest -q -n0 -p no:cacheprovider tests/models/test_attention_gpu.py 2>&1 | tail -20 | tee "$out/gpu_tests.txt"
 fi
 if want varlen; then
-  python3 tools/bench_score.py --varlen $only | tee "$out/ours_varlen.jsonl"
+  python3 tools/bench_score.py --varlen $only --profile /tmp/bench-varlen-prof | tee "$out/ours_varlen.jsonl"  # with each case's op mix
   python3 tools/bench_score.py --varlen --pack-length 512 $only | tee "$out/ours_varlen_packed.jsonl"
   python3 tools/bench_score.py --varlen --batch-tokens 16384 $only | tee "$out/ours_varlen_tokens.jsonl"
   python3 .whl/peer_bench_torch.py --varlen $only | tee "$out/peer_varlen_eager.jsonl"

@@ -322,6 +322,22 @@ def trace_op_mix(trace_dir: str | Path, hlo_text: str, steps: int, top: int = 12
     return {**op_mix(events, ops, steps, top), "by_source": source_mix(events, ops, source_lines(hlo_text), steps, top)}
 
 
+def programs_op_mix(trace_dir: str | Path, hlo_texts: list[str], passes: int, wall_s: float, top: int = 12) -> dict:
+    """:func:`op_mix` per pass of the newest trace under ``trace_dir``, over several compiled programs of
+    one function (a realistic-length scoring pass runs one per padded shape), with ``programs`` (how
+    many) and ``device_busy``: the share of the traced passes' wall time ``wall_s`` that their ops took
+    on the device (below 1: the device waited for the host between programs). The programs share one
+    module name, so an op's kind is looked up in their HLO texts together: where two programs give one
+    fusion name to different work, the later text's kind counts for both."""
+    with gzip.open(trace_file(trace_dir), "rt", encoding="utf-8") as fh:
+        trace = json.load(fh)
+    events = [e for module in sorted({module_name(t) for t in hlo_texts}) for e in op_events(trace, module)]
+    ops = {name: kind for text in hlo_texts for name, kind in hlo_ops(text).items()}
+    mix = op_mix(events, ops, passes, top)
+    busy = sum(us for _, us in events) / 1e6 / wall_s if wall_s > 0 else 0.0
+    return {"device_ms_per_pass": mix.pop("device_ms_per_step"), **mix, "programs": len(hlo_texts), "device_busy": round(busy, 3)}
+
+
 def main(argv: list[str] | None = None) -> None:
     """One JSON line per case folder: its :func:`trace_op_mix`, with the folder's name as ``case`` and its
     path as ``folder`` (runs kept under several roots, one per lever, have the same case names)."""
