@@ -6,8 +6,8 @@
 #                                cp ../shared/bench/peer_bench_torch.py ../shared/bench/score_lengths.txt .whl/  # the peer and its lengths travel too
 # Device run (carry .whl):       bash tools/bench_device.sh [STAGES] [--only=mbert,ettin]
 # STAGES (comma-separated, default all): tests, varlen (realistic-length scoring, first; the padded
-# pass's op mix and device_busy in each line), fixed (the
-# fixed-shape peer, eager and compiled), ours (omnidistill's fixed-shape train and score), levers
+# pass's op mix and device_busy in each line), fixed (the fixed-shape peer, eager and compiled),
+# ours (omnidistill's fixed-shape train and score), levers
 # (DeBERTa training with each variant of tools/bench_levers.py; ModernBERT and Ettin-32M training
 # and --varlen scoring with cuDNN's mask array, against ours and varlen; BERT-large and ModernBERT
 # training with cuBLAS for every matmul, and with cuBLASLt epilogues; mBERT and BERT-large training
