@@ -630,3 +630,35 @@ def test_levers_joined_by_a_plus_apply_every_ones_patches(repo_root, monkeypatch
     flags = last[2].split()
     assert flags[0] == "--xla_dump_to=/nowhere"
     assert {"--xla_gpu_enable_triton_gemm=false", "--xla_gpu_enable_cudnn_layer_norm=true"} <= set(flags)
+
+
+def test_op_mix_counts_a_loops_body_once_not_the_loop_around_it(repo_root, tmp_path):
+    """On the CPU a ``while`` op is an event spanning its body's ops: only the body's ops count, so a
+    traced loop's op time stays within the wall time of the traced calls."""
+    sys.path.insert(0, str(repo_root / "tools"))
+    import gzip
+    import time
+
+    import jax
+    import jax.numpy as jnp
+    from op_mix import hlo_ops, module_name, op_events, trace_file
+
+    def looped(w, x):
+        return jax.lax.fori_loop(0, 40, lambda i, h: jnp.tanh(h @ w), x)
+
+    args = (jnp.eye(192) * 0.5, jnp.ones((256, 192)))
+    compiled = jax.jit(looped).lower(*args).compile()
+    jax.block_until_ready(compiled(*args))
+    with jax.profiler.trace(str(tmp_path)):
+        start = time.perf_counter()
+        for _ in range(3):
+            jax.block_until_ready(compiled(*args))
+        wall_us = (time.perf_counter() - start) * 1e6
+    trace = json.load(gzip.open(trace_file(tmp_path), "rt"))
+    every = [e for e in trace["traceEvents"] if e.get("ph") == "X" and "hlo_op" in e.get("args", {})]
+    assert any(e["args"]["hlo_op"].startswith("while") for e in every)  # the loop's own event is in the trace
+    events = op_events(trace, module_name(compiled.as_text()))
+    ops = hlo_ops(compiled.as_text())
+    assert not any(name.startswith("while") for name, _ in events)
+    assert any(ops.get(name, ("",))[0] == "matmul" for name, _ in events)
+    assert sum(us for _, us in events) <= wall_us

@@ -199,12 +199,35 @@ def op_events(trace: dict, module: str | None = None) -> list[tuple[str, float]]
         named = e["args"].get("hlo_module")
         return module is None or named is None or re.sub(r"\(\d+\)$", "", named) == module
 
-    ran = [e for e in events if e.get("ph") == "X" and "hlo_op" in e.get("args", {}) and on_device_line(e)]
+    ran = _innermost([e for e in events if e.get("ph") == "X" and "hlo_op" in e.get("args", {}) and on_device_line(e)])
     kept = [(_op_name(e), float(e.get("dur", 0.0))) for e in ran if of_module(e)]
     if ran and not kept:
         others = sorted({str(e["args"].get("hlo_module")) for e in ran})
         raise ValueError(f"no op of module {module!r} in the trace; its ops are of {others}")
     return kept
+
+
+def _innermost(events: list[dict]) -> list[dict]:
+    """The events that hold no other event of their line (process, thread). On the CPU a control-flow
+    op (a ``while`` from ``lax.map`` or a scan) is an event that spans its body's ops, whose time would
+    otherwise count twice; a GPU stream's kernels do not nest, so nothing is dropped there. An event
+    without a start time is kept."""
+    outer: set[int] = set()
+    lines: dict[tuple, list[dict]] = collections.defaultdict(list)
+    for e in events:
+        if "ts" in e:
+            lines[(e.get("pid"), e.get("tid"))].append(e)
+    end = lambda e: float(e["ts"]) + float(e.get("dur", 0.0))
+    for line in lines.values():
+        line.sort(key=lambda e: (float(e["ts"]), -float(e.get("dur", 0.0))))
+        open_: list[dict] = []
+        for e in line:
+            while open_ and end(open_[-1]) <= float(e["ts"]):
+                open_.pop()
+            if open_:
+                outer.add(id(open_[-1]))
+            open_.append(e)
+    return [e for e in events if id(e) not in outer]
 
 
 def _op_name(event: dict) -> str:
