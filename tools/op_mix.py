@@ -349,7 +349,8 @@ def programs_op_mix(trace_dir: str | Path, hlo_texts: list[str], passes: int, wa
     """:func:`op_mix` per pass of the newest trace under ``trace_dir``, over several compiled programs of
     one function (a realistic-length scoring pass runs one per padded shape), with ``programs`` (how
     many) and ``device_busy``: the share of the traced passes' wall time ``wall_s`` that their ops took
-    on the device (below 1: the device waited for the host between programs). The programs share one
+    on the device (on a GPU, below 1: the device waited for the host between programs; on the CPU, ops
+    of several threads overlap, so it may pass 1). The programs share one
     module name, so an op's kind is looked up in their HLO texts together: where two programs give one
     fusion name to different work, the later text's kind counts for both."""
     with gzip.open(trace_file(trace_dir), "rt", encoding="utf-8") as fh:
