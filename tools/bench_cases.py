@@ -182,6 +182,11 @@ def _param_counts(params: Any) -> tuple[int, int]:
     return total, emb
 
 
+def case_trace_dir(profile: str, name: str) -> Path:
+    """The folder under ``--profile DIR`` for one case's trace: its name with other characters as ``_``."""
+    return Path(profile) / re.sub(r"[^\w.-]", "_", name)
+
+
 def bench_train(
     name: str,
     *,
@@ -224,7 +229,7 @@ def bench_train(
     dt = (time.perf_counter() - start) / steps
     mix = {}
     if profile:
-        trace_dir = Path(profile) / re.sub(r"[^\w.-]", "_", name)
+        trace_dir = case_trace_dir(profile, name)
         with jax.profiler.trace(str(trace_dir)):
             for _ in range(PROFILED_STEPS):
                 train_state, metrics = step(train_state, data)
@@ -450,7 +455,7 @@ def bench_score_varlen(
     for _ in range(steps):
         jax.block_until_ready(one_pass())
     dt = (time.perf_counter() - start) / steps
-    mix = {"op_mix": _profiled_pass(Path(profile) / re.sub(r"[^\w.-]", "_", name), predict, params, batches, one_pass)} if profile else {}
+    mix = {"op_mix": _profiled_pass(case_trace_dir(profile, name), predict, params, batches, one_pass)} if profile else {}
     items, real_tokens = len(lengths), sum(min(n, max_length) for n in lengths)
     padded = sum(b["attention_mask"].size for b in batches)
     return dict(
@@ -538,11 +543,9 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
             "--no-dropout", dest="dropout", action="store_false", help="train without the config's dropout (a lever; training applies it)"
         )
         p.add_argument("--feed", default="device", choices=["device", "host"], help="host: each step's batch is sent from host memory")
-        p.add_argument("--profile", default="", metavar="DIR", help="trace 3 more steps into DIR/CASE and add the op mix (tools/op_mix.py)")
-    if kind == "score":
-        p.add_argument(
-            "--profile", default="", metavar="DIR", help="--varlen: trace one more pass into DIR/CASE and add its op mix (tools/op_mix.py)"
-        )
+    if kind != "memory":
+        traced = "3 more steps" if kind == "train" else "one more --varlen pass"
+        p.add_argument("--profile", default="", metavar="DIR", help=f"trace {traced} into DIR/CASE and add the op mix (tools/op_mix.py)")
     if kind == "memory":
         p.add_argument(
             "--fsdp", default="1", help="comma-separated FSDP mesh sizes, one case each: the train state per device (--batch is per device)"

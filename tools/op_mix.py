@@ -336,11 +336,16 @@ def source_mix(
     ]
 
 
+def read_trace(trace_dir: str | Path) -> dict:
+    """The newest trace under ``trace_dir`` (:func:`trace_file`), read."""
+    with gzip.open(trace_file(trace_dir), "rt", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
 def trace_op_mix(trace_dir: str | Path, hlo_text: str, steps: int, top: int = 12) -> dict:
     """:func:`op_mix` of the newest trace under ``trace_dir``, for the program whose HLO text is given,
     with its :func:`source_mix` as ``by_source``."""
-    with gzip.open(trace_file(trace_dir), "rt", encoding="utf-8") as fh:
-        trace = json.load(fh)
+    trace = read_trace(trace_dir)
     events, ops = op_events(trace, module_name(hlo_text)), hlo_ops(hlo_text)
     return {**op_mix(events, ops, steps, top), "by_source": source_mix(events, ops, source_lines(hlo_text), steps, top)}
 
@@ -350,11 +355,10 @@ def programs_op_mix(trace_dir: str | Path, hlo_texts: list[str], passes: int, wa
     one function (a realistic-length scoring pass runs one per padded shape), with ``programs`` (how
     many) and ``device_busy``: the share of the traced passes' wall time ``wall_s`` that their ops took
     on the device (on a GPU, below 1: the device waited for the host between programs; on the CPU, ops
-    of several threads overlap, so it may pass 1). The programs share one
-    module name, so an op's kind is looked up in their HLO texts together: where two programs give one
-    fusion name to different work, the later text's kind counts for both."""
-    with gzip.open(trace_file(trace_dir), "rt", encoding="utf-8") as fh:
-        trace = json.load(fh)
+    of several threads overlap, so it may pass 1). The programs share one module name, so an op's kind
+    is looked up in their HLO texts together: where two programs give one fusion name to different
+    work, the later text's kind counts for both."""
+    trace = read_trace(trace_dir)
     events = [e for module in sorted({module_name(t) for t in hlo_texts}) for e in op_events(trace, module)]
     ops = {name: kind for text in hlo_texts for name, kind in hlo_ops(text).items()}
     mix = op_mix(events, ops, passes, top)
