@@ -414,11 +414,12 @@ def bench_score_varlen(
     tiny: bool = False,
     pack_length: int = 0,
     batch_tokens: int = 0,
+    length_step: int = 32,
     profile: str = "",
 ) -> dict:
     """Scoring items of realistic lengths (the peer's ``--varlen`` case): the same lengths and batch
-    size, batched as the Scorer batches them (sorted, padded per batch to a multiple of 32 tokens; a
-    partial batch is filled with masked rows; with ``pack_length``, packed rows of that many tokens as
+    size, batched as the Scorer batches them (sorted, padded per batch to a multiple of ``length_step``
+    tokens, ``eval.length_step``; a partial batch is filled with masked rows; with ``pack_length``, packed rows of that many tokens as
     ``eval.pack_length`` packs them; with ``batch_tokens``, batches of that many real tokens and the
     layers unpadded, as ``eval.batch_tokens`` makes them, ``batch`` then unused). Every shape is
     compiled before timing; one pass over all items is timed ``steps`` times. ``profile``: a folder for a
@@ -435,7 +436,7 @@ def bench_score_varlen(
         layouts, slots = token_varlen_batches(lengths, max_length, batch_tokens), 1
     else:
         layouts, slots = [], 1
-        for seq, group in varlen_batches(lengths, batch, max_length, 32):
+        for seq, group in varlen_batches(lengths, batch, max_length, length_step):
             real = np.zeros((batch, seq), np.int32)
             for row, n in enumerate(group):
                 real[row, :n] = 1
@@ -473,6 +474,7 @@ def bench_score_varlen(
         padding=round(1 - real_tokens / padded, 3),
         pack_length=pack_length,
         batch_tokens=batch_tokens if "token_index" in batches[0] else 0,
+        length_step=length_step if not (pack_length or "token_index" in batches[0]) else 32,
         shapes=len({b["input_ids"].shape for b in batches}),
         device=jax.devices()[0].device_kind,
         **mix,
@@ -564,6 +566,9 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
         p.add_argument(
             "--batch-tokens", type=int, default=0, help="--varlen: batches of this many real tokens, layers unpadded (eval.batch_tokens)"
         )
+        p.add_argument(
+            "--length-step", type=int, default=32, help="--varlen: pad each batch to a multiple of this many tokens (eval.length_step)"
+        )
     p.add_argument("--tiny", action="store_true", help="tiny shapes (a smoke test that runs anywhere)")
     p.add_argument(
         "--case",
@@ -589,7 +594,12 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
     if getattr(args, "varlen", None):
         lengths = [int(x) for x in Path(args.varlen).read_text(encoding="ascii").split()]
         fn = partial(
-            bench_score_varlen, lengths=lengths, pack_length=args.pack_length, batch_tokens=args.batch_tokens, profile=args.profile
+            bench_score_varlen,
+            lengths=lengths,
+            pack_length=args.pack_length,
+            batch_tokens=args.batch_tokens,
+            length_step=args.length_step,
+            profile=args.profile,
         )
         common = dict(
             batch=args.batch, steps=3 if args.steps == 20 else args.steps, dtype=args.dtype, attention=args.attention, tiny=args.tiny
