@@ -73,6 +73,7 @@ def _eval(args: argparse.Namespace) -> int:
         usd_per_hour=args.usd_per_hour,
         pack_length=args.pack_length,
         batch_tokens=args.batch_tokens,
+        compiler_options=dict(args.xla_option),
     )
     print(report_markdown(report, f"{args.split}: {report['meta']['items']} items, step {report['meta']['step']}"))
     if compare:
@@ -113,7 +114,13 @@ def _score(args: argparse.Namespace) -> int:
 
     _one_process("score", ON_ONE_HOST)
     inputs, _ = check_paths(args.input, args.output, args.resume)  # before the model is loaded
-    scorer = Scorer.load(args.model, batch_size=args.batch_size, pack_length=args.pack_length, batch_tokens=args.batch_tokens)
+    scorer = Scorer.load(
+        args.model,
+        batch_size=args.batch_size,
+        pack_length=args.pack_length,
+        batch_tokens=args.batch_tokens,
+        compiler_options=dict(args.xla_option),
+    )
     done = score_file(scorer, inputs, args.output, resume=args.resume, skip_invalid=args.skip_invalid, chunk=args.chunk, progress=True)
     resumed = f" (kept {done['resumed']} already scored, scored {done['scored']})" if args.resume else ""
     skipped = f"; {done['skipped']} invalid skipped" if done["skipped"] else ""
@@ -207,6 +214,23 @@ def at_least(low: float, kind: type = int) -> Callable[[str], float]:
 
     parse.__name__ = kind.__name__
     return parse
+
+
+XLA_OPTION_HELP = (
+    "an XLA option for the scoring program, NAME=VALUE (VALUE read as YAML: true, 4, or nothing for an empty"
+    " string), e.g. xla_gpu_enable_command_buffer= ; repeatable; over the run's eval.compiler_options"
+)
+
+
+def xla_option(text: str) -> tuple[str, object]:
+    """An argparse ``type``: ``NAME=VALUE`` as (name, value), the value read as YAML so that XLA gets
+    the type it expects (``true`` a bool, ``4`` an int, nothing an empty string)."""
+    import yaml
+
+    name, sep, raw = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name.strip(), yaml.safe_load(raw) if raw.strip() else ""
 
 
 def version_line() -> str:
@@ -303,6 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="L-MAE weights: JSON/YAML mapping language -> weight (default: eval.lang_weights, else items per language)",
     )
+    p.add_argument("--xla-option", type=xla_option, action="append", default=[], metavar="NAME=VALUE", help=XLA_OPTION_HELP)
     p.add_argument(
         "--compare",
         action="append",
@@ -337,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--chunk", type=at_least(1), default=4096, help="items read, scored and written at a time (memory is flat in the input size)"
     )
+    p.add_argument("--xla-option", type=xla_option, action="append", default=[], metavar="NAME=VALUE", help=XLA_OPTION_HELP)
     p.set_defaults(func=_score)
 
     p = sub.add_parser("label", help="label items with an LLM judge through an OpenAI-compatible endpoint")

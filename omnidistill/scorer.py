@@ -22,7 +22,7 @@ import dataclasses
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from omnidistill.data.schema import Record, surrogate_error, validate_record
 from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
 from omnidistill.eval.predict import (
+    checked_compiler_options,
     inference_buckets,
     inference_packing,
     jitted_predict_fn,
@@ -120,6 +121,8 @@ class Scorer:
     """Batches of up to this many real tokens per batch shard, the encoder's layers unpadded
     (``eval.batch_tokens``; an encoder that can, and no packing); 0: batches of ``batch_size`` items;
     None: 2048 on one CPU batch shard, else 0."""
+    compiler_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """XLA options for the scoring program (``eval.compiler_options``), checked when the Scorer is made."""
 
     def __post_init__(self) -> None:
         self.mesh = build_mesh(MeshConfig())
@@ -128,7 +131,10 @@ class Scorer:
         model = nnx.merge(self.graphdef, self.params)
         self.has_uncertainty = model.has_levels
         self.packing = inference_packing(self.pack_length, self.batch_size, self.max_length)
-        self._predict = jitted_predict_fn(self.graphdef, self.mesh, levels=self.has_uncertainty, packing=self.packing)
+        self.compiler_options = checked_compiler_options(self.compiler_options, "eval.compiler_options")
+        self._predict = jitted_predict_fn(
+            self.graphdef, self.mesh, levels=self.has_uncertainty, packing=self.packing, compiler_options=self.compiler_options
+        )
         self.buckets = inference_buckets(self.max_length, self.length_step)
         self.budget = token_budget(self.batch_tokens, self.mesh, self.buckets, unpadded=model.takes_token_index and self.packing is None)
 
@@ -158,12 +164,14 @@ class Scorer:
         checkpoint: str = "best",
         pack_length: int | None = None,
         batch_tokens: int | None = None,
+        compiler_options: Mapping[str, Any] | None = None,
     ) -> Scorer:
         """From a run directory (``config.yaml`` + orbax checkpoints), or an exported ``hf`` or
         ``omniscore`` folder (``config.json``). ``pack_length``: packed rows of that many tokens (0: padded
         rows; default: the run's ``eval.pack_length``, 0 for an exported folder). ``batch_tokens``:
         real tokens per batch shard for an encoder that runs unpadded (0: ``batch_size`` items; default:
-        the run's ``eval.batch_tokens``; unset: 2048 on one CPU batch shard, else 0)."""
+        the run's ``eval.batch_tokens``; unset: 2048 on one CPU batch shard, else 0). ``compiler_options``:
+        XLA options for the scoring program, over the run's ``eval.compiler_options``."""
         path = Path(path)
         if is_run_directory(path):
             from omnidistill.runs.load import load_trained
@@ -171,7 +179,8 @@ class Scorer:
             cfg, graphdef, params, tokenizer, _ = load_trained(path, checkpoint)
             pack = cfg.eval.pack_length if pack_length is None else pack_length
             tokens = cfg.eval.batch_tokens if batch_tokens is None else batch_tokens
-            return cls(graphdef, params, tokenizer, cfg.data, batch_size, str(path), cfg.eval.length_step, pack, tokens)
+            options = {**cfg.eval.compiler_options, **(compiler_options or {})}
+            return cls(graphdef, params, tokenizer, cfg.data, batch_size, str(path), cfg.eval.length_step, pack, tokens, options)
         if (path / "config.json").exists():
             from omnidistill.models.loader import load_tokenizer
             from omnidistill.models.published import load_published
@@ -188,6 +197,7 @@ class Scorer:
                 str(path),
                 pack_length=pack_length or 0,
                 batch_tokens=batch_tokens,
+                compiler_options=dict(compiler_options or {}),
             )
         raise FileNotFoundError(f"{path}: neither an omnidistill run directory nor a Hugging Face model folder")
 

@@ -153,3 +153,22 @@ def test_a_key_given_twice_is_refused_in_every_yaml_the_project_reads(repo_root,
     label.write_text("models: [a\n")
     with pytest.raises(ConfigError, match=r"l\.yaml: invalid YAML"):  # was a traceback
         load_label_config(label)
+
+
+def test_eval_compiler_options_keep_their_yaml_types(repo_root):
+    """eval.compiler_options go to XLA, which wants a bool as a bool and an int as an int: each value keeps
+    the type YAML (or a key=value override) gave it, and an empty value stays an empty string."""
+    cfg = load_config(
+        repo_root / "configs" / "tiny.yaml",
+        ["eval.compiler_options.xla_gpu_enable_command_buffer=", "eval.compiler_options.xla_gpu_graph_min_graph_size=2",
+         "eval.compiler_options.xla_gpu_enable_cublaslt=true", "eval.compiler_options.xla_gpu_command_buffer_update_mode=NEVER_UPDATE"],
+    )  # fmt: skip
+    assert cfg.eval.compiler_options == {
+        "xla_gpu_enable_command_buffer": "",
+        "xla_gpu_graph_min_graph_size": 2,
+        "xla_gpu_enable_cublaslt": True,
+        "xla_gpu_command_buffer_update_mode": "NEVER_UPDATE",
+    }
+    assert load_config(repo_root / "configs" / "tiny.yaml").eval.compiler_options == {}
+    with pytest.raises(ConfigError, match=r"eval\.compiler_options\.x"):
+        load_config(repo_root / "configs" / "tiny.yaml", ["eval.compiler_options.x=[1, 2]"])

@@ -464,3 +464,50 @@ def test_eval_of_an_exported_folder_names_import_and_the_hint_works(run_and_expo
     assert not (tmp_path / "no").exists()
     assert main(["import", str(folder), str(tmp_path / "back")]) == 0
     load_run_metadata(tmp_path / "back")  # what eval reads first (an imported run scores as its export: test_omniscore_format.py)
+
+
+def test_xla_options_reach_the_scoring_program_and_unknown_ones_fail_by_name(run_and_export, tmp_path, monkeypatch, capsys):
+    """eval.compiler_options (and --xla-option over it) are compiled into the scoring program; XLA checks
+    them when scoring starts, so a misspelt option fails naming the field before any batch is scored."""
+    import omnidistill.eval.run_eval as run_eval
+    import omnidistill.scorer as scorer_module
+    from omnidistill.cli import xla_option
+
+    run, hf = run_and_export
+    records = [Record(id="a", task="qa", lang="en", candidate="Paris.", question="Capital of France?")]
+    plain = Scorer.load(hf).predict(records).scores
+    options = {"xla_gpu_enable_command_buffer": "", "xla_gpu_graph_min_graph_size": 2}  # GPU options: parsed on any backend
+    tuned = Scorer.load(hf, compiler_options=options)
+    assert tuned.compiler_options == options
+    np.testing.assert_array_equal(tuned.predict(records).scores, plain)
+    with pytest.raises(ValueError, match=r"eval.compiler_options: .*No such compile option: 'xla_gpu_no_such_option'"):
+        Scorer.load(run, compiler_options={"xla_gpu_no_such_option": True})
+    with pytest.raises(ValueError, match=r"eval.compiler_options: .*xla_gpu_graph_min_graph_size"):  # a wrong type, by name
+        Scorer.load(run, compiler_options={"xla_gpu_graph_min_graph_size": "two"})
+    # past the check, an option reaches the program's compile: an unknown one fails there, so it was passed
+    monkeypatch.setattr(scorer_module, "checked_compiler_options", lambda options, where: dict(options))
+    with pytest.raises(Exception, match="No such compile option: 'xla_gpu_no_such_option'"):
+        Scorer.load(hf, compiler_options={"xla_gpu_no_such_option": True}).predict(records)
+    monkeypatch.undo()
+    # the CLI: NAME=VALUE read as YAML, for score and eval
+    assert xla_option("xla_gpu_enable_command_buffer=") == ("xla_gpu_enable_command_buffer", "")
+    assert xla_option("a=true") == ("a", True) and xla_option("a=4") == ("a", 4)
+    with pytest.raises(Exception, match="NAME=VALUE"):
+        xla_option("=4")
+    out = tmp_path / "out.jsonl"
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"id": "a", "task": "qa", "lang": "en", "candidate": "Paris.", "question": "Capital?"}) + "\n")
+    capsys.readouterr()
+    score = ["score", "--model", str(run), "--input", str(source), "--output", str(out)]
+    assert main([*score, "--xla-option", "xla_gpu_no_such_option=1"]) == 2
+    assert "eval.compiler_options: " in capsys.readouterr().err and not out.exists()
+    seen = {}
+
+    def stop(*args, **kwargs):
+        seen.update(kwargs)
+        raise RuntimeError("stopped before scoring")
+
+    monkeypatch.setattr(run_eval, "jitted_predict_fn", stop)
+    args = ["eval", str(run), "--no-plots", "--bootstrap", "0", "--out", str(tmp_path / "ev")]
+    assert main([*args, "--xla-option", "xla_gpu_graph_min_graph_size=3"]) == 2 and "stopped before scoring" in capsys.readouterr().err
+    assert seen["compiler_options"] == {"xla_gpu_graph_min_graph_size": 3}

@@ -305,6 +305,11 @@ class EvalConfig:
     batches of ``batch_size`` padded items. Unset: 2048 on one CPU batch shard, else 0 (on several
     shards batches close at each padded length with most shards idle; on GPU and TPU no budget is
     measured yet). The decoders always batch by items."""
+    compiler_options: dict[str, bool | int | float | str] = dataclasses.field(default_factory=dict)
+    """``eval`` and ``score``: XLA options for the program that scores (``jax.jit``'s ``compiler_options``),
+    e.g. ``{xla_gpu_enable_command_buffer: ""}`` to launch its GPU kernels one by one rather than as
+    CUDA graphs. Checked by XLA when scoring starts: an unknown name or a value of the wrong type is an
+    error naming this field. Training's dev evaluation does not take them."""
     lang_weights: str | None = None
     """L-MAE weights: a JSON/YAML file mapping language -> weight (e.g. OmniScore Table 14's test counts);
     default: the evaluated items of each language. Training reads and checks it when it starts."""

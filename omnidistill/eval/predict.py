@@ -6,7 +6,7 @@ encoder that runs unpadded, :class:`TokenBudget`), or packed several to a row
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -72,11 +72,38 @@ def inference_packing(pack_length: int, batch_size: int, max_length: int) -> Inf
     )
 
 
-def jitted_predict_fn(graphdef: Any, mesh: Mesh, *, levels: bool = False, packing: InferencePacking | None = None) -> MeshBoundFunction:
+CompilerOptions = dict[str, bool | int | float | str]
+"""XLA options for one jitted program (``jax.jit``'s ``compiler_options``): option name -> value."""
+
+
+def checked_compiler_options(options: Mapping[str, Any] | None, where: str) -> CompilerOptions:
+    """``options`` as a plain dict, each checked by XLA now: a trivial program is compiled with them, so
+    a name XLA does not know or a value of the wrong type is a :class:`ValueError` naming ``where``
+    (the config field or flag) before any scoring, not an error at the first batch. XLA parses every
+    backend's options on every backend, so a GPU option is checked on a CPU as well."""
+    options = dict(options or {})
+    if options:
+        try:
+            jax.jit(lambda: 0, compiler_options=options).lower().compile()
+        except jax.errors.JaxRuntimeError as err:
+            raise ValueError(f"{where}: {err}") from None
+    return options
+
+
+def jitted_predict_fn(
+    graphdef: Any,
+    mesh: Mesh,
+    *,
+    levels: bool = False,
+    packing: InferencePacking | None = None,
+    compiler_options: CompilerOptions | None = None,
+) -> MeshBoundFunction:
     """:func:`make_predict_fn` jitted and traced under ``mesh`` (the splash kernel ``shard_map``-s over
-    it), pooling ``packing.max_segments`` slots per row when ``packing`` is set."""
+    it), pooling ``packing.max_segments`` slots per row when ``packing`` is set, and compiled with
+    ``compiler_options`` (``eval.compiler_options``; see :func:`checked_compiler_options`)."""
     slots = packing.max_segments if packing else 1
-    return under_mesh(jax.jit(make_predict_fn(graphdef, levels=levels, num_segments=slots)), mesh)
+    fn = make_predict_fn(graphdef, levels=levels, num_segments=slots)
+    return under_mesh(jax.jit(fn, compiler_options=dict(compiler_options) if compiler_options else None), mesh)
 
 
 def _shard_multiple(size: int, mesh: Mesh) -> int:

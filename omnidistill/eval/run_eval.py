@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from omnidistill.eval.compare import compare_judges, comparison_markdown, load_p
 from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.plots import write_calibration_plot, write_plots
 from omnidistill.eval.predict import (
+    checked_compiler_options,
     inference_buckets,
     inference_packing,
     jitted_predict_fn,
@@ -79,6 +81,7 @@ def evaluate_run(
     usd_per_hour: float | None = None,
     pack_length: int | None = None,
     batch_tokens: int | None = None,
+    compiler_options: Mapping[str, Any] | None = None,
 ) -> dict:
     """Score ``files`` (default: the run config's ``data.<split>``) and write ``<split>.json/.md`` reports,
     PNG plots, predictions, and with ``compare`` (name -> prediction file) a side-by-side judge table.
@@ -88,12 +91,14 @@ def evaluate_run(
     paper's Table 9 "Time" and "Cost" columns). ``pack_length`` (default: the run's ``eval.pack_length``)
     packs items into rows of that many tokens. Batches hold up to ``batch_tokens`` real tokens (default:
     the run's ``eval.batch_tokens``; an encoder that runs unpadded) unless ``batch_size`` is given,
-    which makes them batches of that many items."""
+    which makes them batches of that many items. ``compiler_options``: XLA options for the scoring
+    program, over the run's ``eval.compiler_options``."""
     run_dir = Path(run_dir)
     out_dir = Path(out_dir) if out_dir else run_dir / "eval"
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out {out_dir} is a file: eval writes its reports into a folder")
     cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint)
+    options = checked_compiler_options({**cfg.eval.compiler_options, **(compiler_options or {})}, "eval.compiler_options")
     weights_file = lang_weights or cfg.eval.lang_weights  # read before scoring: a bad file costs no scoring pass
     weights = load_group_weights(weights_file) if weights_file else None
     if skip_invalid is not None:
@@ -131,7 +136,7 @@ def evaluate_run(
     levels = model.has_levels
     bs = batch_size or cfg.eval.batch_size
     packing = inference_packing(cfg.eval.pack_length if pack_length is None else pack_length, bs, cfg.data.max_length)
-    predict_fn = jitted_predict_fn(graphdef, mesh, levels=levels, packing=packing)
+    predict_fn = jitted_predict_fn(graphdef, mesh, levels=levels, packing=packing, compiler_options=options)
     buckets = inference_buckets(cfg.data.max_length, cfg.eval.length_step)
     tokens = (0 if batch_size else cfg.eval.batch_tokens) if batch_tokens is None else batch_tokens
     budget = token_budget(tokens, mesh, buckets, unpadded=model.takes_token_index and packing is None)
