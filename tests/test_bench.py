@@ -258,6 +258,9 @@ def test_bench_score_varlen_batches_as_the_scorer_does(repo_root, tmp_path, monk
     mix = row["op_mix"]
     assert mix["programs"] == row["shapes"] == len(list((tmp_path / "prof" / "mbert").glob("program_*.hlo.txt")))
     assert mix["device_ms_per_pass"] > 0 and "matmul" in mix["by_kind_ms"] and mix["device_busy"] > 0
+    pass_ms = 1e3 * row["items"] * row["s_per_1000"] / 1000
+    assert set(mix["idle"]) == {"long_gaps", "ms_in_long_gaps", "ms_in_short_gaps"}  # idle_gaps, pinned on its own below
+    assert 0 < row["enqueue_ms_per_pass"] <= 2 * pass_ms  # the host's share of a pass (rounding aside, at most all of it)
 
 
 def test_bench_score_varlen_packed_batches_are_the_scorers(repo_root):
@@ -378,6 +381,21 @@ def test_op_mix_reads_custom_calls_and_counts_device_streams_once(repo_root):
     }
     assert op_events(trace, module_name(hlo)) == [("custom-call.3", 5.0)]
     assert op_events(trace) == [("custom-call.3", 5.0), ("custom-call.3", 2.0)]
+
+
+def test_op_mix_splits_the_devices_idle_time_into_long_and_short_gaps(repo_root):
+    """idle_gaps: the time between one op's end and the next op's start, split at IDLE_GAP_US (a stall
+    before a program starts against launch latency between kernels); ops on two streams that overlap
+    are one busy stretch, so their overlap is no gap and no negative one."""
+    sys.path.insert(0, str(repo_root / "tools"))
+    from op_mix import IDLE_GAP_US, idle_gaps
+
+    span = lambda ts, dur: {"ph": "X", "ts": ts, "dur": dur}
+    # busy 0-10, gap 3, busy 13-20 and 15-30 (overlap), gap 500, busy 530-540, gap 4, busy 544-545
+    records = [span(13, 7), span(0, 10), span(15, 15), span(530, 10), span(544, 1)]
+    assert IDLE_GAP_US == 100.0
+    assert idle_gaps(records) == {"long_gaps": 1, "ms_in_long_gaps": 0.5, "ms_in_short_gaps": 0.007}
+    assert idle_gaps([]) == {"long_gaps": 0, "ms_in_long_gaps": 0.0, "ms_in_short_gaps": 0.0}
 
 
 def _bias_and_grads(position_bias, seq: int, cfg) -> tuple:

@@ -19,10 +19,11 @@ from flax import nnx
 from jax._src.ad_checkpoint import saved_residuals  # public only as print_saved_residuals
 from op_mix import PROFILED_STEPS, STEP_HLO, programs_op_mix, trace_op_mix
 
+from omnidistill.cli import xla_option
 from omnidistill.config import LossConfig, MeshConfig, ModelConfig, OptimConfig
 from omnidistill.data.pipeline import bucket_length, packed_eval_dataset
 from omnidistill.data.token_batches import TokenBudget, token_eval_dataset
-from omnidistill.eval.predict import inference_buckets, inference_packing
+from omnidistill.eval.predict import checked_compiler_options, inference_buckets, inference_packing
 from omnidistill.models.layers import predicting, resolve_attention
 from omnidistill.models.registry import get_family
 from omnidistill.models.regressor import abstract_regressor, build_regressor, make_predict_fn
@@ -334,11 +335,19 @@ def bench_memory(
 
 
 def bench_score(
-    name: str, *, batch: int = 128, seq: int = 256, steps: int = 20, dtype: str = "bfloat16", attention: str = "auto", tiny: bool = False
+    name: str,
+    *,
+    batch: int = 128,
+    seq: int = 256,
+    steps: int = 20,
+    dtype: str = "bfloat16",
+    attention: str = "auto",
+    tiny: bool = False,
+    compiler_options: dict | None = None,
 ) -> dict:
     model, hf = _model(name, tiny, dtype, attention)
     graphdef, state = nnx.split(model, nnx.Param)
-    predict = jax.jit(make_predict_fn(graphdef))
+    predict = jax.jit(make_predict_fn(graphdef), compiler_options=compiler_options or None)
     params = state.to_pure_dict()
     rng = np.random.default_rng(0)
     data = {
@@ -364,6 +373,7 @@ def bench_score(
         s_per_1000=round(1000 * dt / batch, 3),
         peak_GB=device_peak_gb(),
         device=jax.devices()[0].device_kind,
+        **({"compiler_options": compiler_options} if compiler_options else {}),
     )
 
 
@@ -416,13 +426,18 @@ def bench_score_varlen(
     batch_tokens: int = 0,
     length_step: int = 32,
     profile: str = "",
+    compiler_options: dict | None = None,
 ) -> dict:
     """Scoring items of realistic lengths (the peer's ``--varlen`` case): the same lengths and batch
     size, batched as the Scorer batches them (sorted, padded per batch to a multiple of ``length_step``
     tokens, ``eval.length_step``; a partial batch is filled with masked rows; with ``pack_length``, packed rows of that many tokens as
     ``eval.pack_length`` packs them; with ``batch_tokens``, batches of that many real tokens and the
     layers unpadded, as ``eval.batch_tokens`` makes them, ``batch`` then unused). Every shape is
-    compiled before timing; one pass over all items is timed ``steps`` times. ``profile``: a folder for a
+    compiled before timing; one pass over all items is timed ``steps`` times, and the host's time to
+    dispatch a pass (``enqueue_ms_per_pass``, the best of the timed passes: near the pass's own time when
+    the device waits for the host), and the sum of the last pass's scores (``scores_sum``: variants of
+    one case that compute the same scores give the same sum, up to rounding). ``compiler_options``: XLA options for the scoring program
+    (``eval.compiler_options``). ``profile``: a folder for a
     ``jax.profiler`` trace of one more pass, whose op mix over every shape's program joins the result
     (with ``device_busy``, the share of the pass's wall time the device spent in its ops)."""
     model, hf = _model(name, tiny, dtype, attention)
@@ -441,7 +456,7 @@ def bench_score_varlen(
             for row, n in enumerate(group):
                 real[row, :n] = 1
             layouts.append({"attention_mask": real})
-    predict = jax.jit(make_predict_fn(graphdef, num_segments=slots))
+    predict = jax.jit(make_predict_fn(graphdef, num_segments=slots), compiler_options=compiler_options or None)
     batches = []
     for layout in layouts:
         real = layout["attention_mask"]
@@ -452,9 +467,14 @@ def bench_score_varlen(
         return [predict(params, b) for b in batches]
 
     jax.block_until_ready(one_pass())  # compile every padded length
+    enqueued = []
     start = time.perf_counter()
     for _ in range(steps):
-        jax.block_until_ready(one_pass())
+        begin = time.perf_counter()
+        outs = one_pass()
+        enqueued.append(time.perf_counter() - begin)
+        jax.block_until_ready(outs)
+    checksum = float(sum(np.asarray(o, np.float64).sum() for o in outs))
     dt = (time.perf_counter() - start) / steps
     mix = {"op_mix": _profiled_pass(case_trace_dir(profile, name), predict, params, batches, one_pass)} if profile else {}
     items, real_tokens = len(lengths), sum(min(n, max_length) for n in lengths)
@@ -476,7 +496,10 @@ def bench_score_varlen(
         batch_tokens=batch_tokens if "token_index" in batches[0] else 0,
         length_step=length_step if not (pack_length or "token_index" in batches[0]) else 32,
         shapes=len({b["input_ids"].shape for b in batches}),
+        enqueue_ms_per_pass=round(1e3 * min(enqueued), 1),
+        scores_sum=round(checksum, 2),
         device=jax.devices()[0].device_kind,
+        **({"compiler_options": compiler_options} if compiler_options else {}),
         **mix,
     )
 
@@ -569,6 +592,10 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
         p.add_argument(
             "--length-step", type=int, default=32, help="--varlen: pad each batch to a multiple of this many tokens (eval.length_step)"
         )
+    if kind == "score":
+        p.add_argument(
+            "--xla-option", type=xla_option, action="append", default=[], metavar="NAME=VALUE", help="as `omnidistill score --xla-option`"
+        )
     p.add_argument("--tiny", action="store_true", help="tiny shapes (a smoke test that runs anywhere)")
     p.add_argument(
         "--case",
@@ -591,6 +618,11 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
     common = dict(batch=args.batch, seq=args.seq, steps=args.steps, dtype=args.dtype, attention=args.attention, tiny=args.tiny)
     if kind == "train":
         common.update(donate=args.donate, feed=args.feed, profile=args.profile, dropout=args.dropout)
+    if kind == "score":
+        try:
+            common.update(compiler_options=checked_compiler_options(dict(args.xla_option), "--xla-option"))
+        except ValueError as err:
+            p.error(str(err))
     if getattr(args, "varlen", None):
         lengths = [int(x) for x in Path(args.varlen).read_text(encoding="ascii").split()]
         fn = partial(
@@ -602,7 +634,12 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
             profile=args.profile,
         )
         common = dict(
-            batch=args.batch, steps=3 if args.steps == 20 else args.steps, dtype=args.dtype, attention=args.attention, tiny=args.tiny
+            batch=args.batch,
+            steps=3 if args.steps == 20 else args.steps,
+            dtype=args.dtype,
+            attention=args.attention,
+            tiny=args.tiny,
+            compiler_options=common.get("compiler_options"),
         )
     variants = [{}]
     if kind != "score":

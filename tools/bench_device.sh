@@ -17,7 +17,10 @@
 # (mxbai-large at B64xS512 under remat). One 10-minute device command holds about two stages. pairs
 # (not in all): per case, the compiled peer then our training, back to back, so a call cut short
 # still leaves whole same-chip pairs (mbert, deberta and modernbert took 275 s on an H200; ettin-32m
-# and bert-large 170 s).
+# and bert-large 170 s). graphs (not in all; default --only=mbert,bert-large): realistic-length
+# scoring with XLA's command buffers (CUDA graphs) as they are, off, and recorded once
+# (--xla-option), each profiled (enqueue time, device_busy, idle gaps), after the compiled peer; the
+# eleventh lease's open question (docs/benchmarks.md), about 8 minutes on an H200.
 set -euo pipefail
 stages="${1:-all}"
 only="${2:-}"
@@ -37,6 +40,14 @@ if want varlen; then
   python3 tools/bench_score.py --varlen --batch-tokens 16384 $only | tee "$out/ours_varlen_tokens.jsonl"
   python3 .whl/peer_bench_torch.py --varlen $only | tee "$out/peer_varlen_eager.jsonl"
   python3 .whl/peer_bench_torch.py --varlen --compile $only | tee "$out/peer_varlen_compile.jsonl"
+fi
+if [[ ",$stages," == *",graphs,"* ]]; then
+  cases="${only:---only=mbert,bert-large}"
+  python3 .whl/peer_bench_torch.py --varlen --compile $cases | tee -a "$out/peer_varlen_compile.jsonl"
+  python3 tools/bench_score.py --varlen $cases --profile /tmp/bench-graphs/default | tee -a "$out/ours_graphs.jsonl"
+  for option in xla_gpu_enable_command_buffer= xla_gpu_command_buffer_update_mode=NEVER_UPDATE; do  # an option this JAX lacks stops only its run
+    python3 tools/bench_score.py --varlen $cases --xla-option "$option" --profile "/tmp/bench-graphs/${option%%=*}" | tee -a "$out/ours_graphs.jsonl" || true
+  done
 fi
 if [[ ",$stages," == *",pairs,"* ]]; then
   cases="${only#--only=}"

@@ -173,8 +173,8 @@ def module_name(hlo_text: str) -> str:
     return found.group(1)
 
 
-def op_events(trace: dict, module: str | None = None) -> list[tuple[str, float]]:
-    """(hlo op, microseconds) of every op run in a Chrome-format trace. Where the trace has device
+def op_event_records(trace: dict, module: str | None = None) -> list[dict]:
+    """The trace events of every op run in a Chrome-format trace. Where the trace has device
     lines (a GPU or TPU), only their stream lines count, so that derived summary lines are not
     counted twice; on the CPU, the runtime's events that name an op.
 
@@ -200,11 +200,40 @@ def op_events(trace: dict, module: str | None = None) -> list[tuple[str, float]]
         return module is None or named is None or re.sub(r"\(\d+\)$", "", named) == module
 
     ran = _innermost([e for e in events if e.get("ph") == "X" and "hlo_op" in e.get("args", {}) and on_device_line(e)])
-    kept = [(_op_name(e), float(e.get("dur", 0.0))) for e in ran if of_module(e)]
+    kept = [e for e in ran if of_module(e)]
     if ran and not kept:
         others = sorted({str(e["args"].get("hlo_module")) for e in ran})
         raise ValueError(f"no op of module {module!r} in the trace; its ops are of {others}")
     return kept
+
+
+def op_events(trace: dict, module: str | None = None) -> list[tuple[str, float]]:
+    """(hlo op, microseconds) of every op run in a Chrome-format trace (:func:`op_event_records`)."""
+    return [(_op_name(e), float(e.get("dur", 0.0))) for e in op_event_records(trace, module)]
+
+
+IDLE_GAP_US = 100.0
+"""The idle time between two ops above which :func:`idle_gaps` counts a gap as long."""
+
+
+def idle_gaps(records: list[dict]) -> dict:
+    """How the device waited between the ops of :func:`op_event_records` (one device's stream lines):
+    the idle time from the first op's start to the last op's end, split into gaps longer than
+    :data:`IDLE_GAP_US` (a stall before a program's launch, say) and shorter ones (launch latency
+    between kernels), in ms, with the number of long gaps. Ops that overlap (several streams) count
+    as one busy stretch."""
+    spans = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0))) for e in records if "ts" in e)
+    long_us = short_us = 0.0
+    long_n = 0
+    end = spans[0][1] if spans else 0.0
+    for start, stop in spans[1:]:
+        gap = start - end
+        if gap > IDLE_GAP_US:
+            long_us, long_n = long_us + gap, long_n + 1
+        elif gap > 0:
+            short_us += gap
+        end = max(end, stop)
+    return {"long_gaps": long_n, "ms_in_long_gaps": round(long_us / 1e3, 3), "ms_in_short_gaps": round(short_us / 1e3, 3)}
 
 
 def _innermost(events: list[dict]) -> list[dict]:
@@ -354,16 +383,24 @@ def programs_op_mix(trace_dir: str | Path, hlo_texts: list[str], passes: int, wa
     """:func:`op_mix` per pass of the newest trace under ``trace_dir``, over several compiled programs of
     one function (a realistic-length scoring pass runs one per padded shape), with ``programs`` (how
     many) and ``device_busy``: the share of the traced passes' wall time ``wall_s`` that their ops took
-    on the device (on a GPU, below 1: the device waited for the host between programs; on the CPU, ops
-    of several threads overlap, so it may pass 1). The programs share one module name, so an op's kind
+    on the device (on a GPU, below 1: the device waited, for the host say; on the CPU, ops of several
+    threads overlap, so it may pass 1), and ``idle``: that wait as long and short gaps
+    (:func:`idle_gaps`). The programs share one module name, so an op's kind
     is looked up in their HLO texts together: where two programs give one fusion name to different
     work, the later text's kind counts for both."""
     trace = read_trace(trace_dir)
-    events = [e for module in sorted({module_name(t) for t in hlo_texts}) for e in op_events(trace, module)]
+    records = [e for module in sorted({module_name(t) for t in hlo_texts}) for e in op_event_records(trace, module)]
+    events = [(_op_name(e), float(e.get("dur", 0.0))) for e in records]
     ops = {name: kind for text in hlo_texts for name, kind in hlo_ops(text).items()}
     mix = op_mix(events, ops, passes, top)
     busy = sum(us for _, us in events) / 1e6 / wall_s if wall_s > 0 else 0.0
-    return {"device_ms_per_pass": mix.pop("device_ms_per_step"), **mix, "programs": len(hlo_texts), "device_busy": round(busy, 3)}
+    return {
+        "device_ms_per_pass": mix.pop("device_ms_per_step"),
+        **mix,
+        "programs": len(hlo_texts),
+        "device_busy": round(busy, 3),
+        "idle": idle_gaps(records),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
