@@ -1,0 +1,3 @@
+# Eleventh lease, call 3 (call 2 ran without .whl carried and scored nothing: its lines are not kept).
+# A fresh machine: the first call's had gone back while idle. Run from the repository root, .whl carried.
+export PYTHONPATH=/tmp/site:$PWD:$PWD/tools PYTHONUNBUFFERED=1; ls /tmp/site/grain >/dev/null 2>&1 || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; T0=$SECONDS; for a in "--batch-tokens 32768" "--pack-length 512"; do timeout $((165-(SECONDS-T0))) python3 tools/bench_score.py --varlen $a --only=mbert 2>&1 | grep '^{' | tee -a $OUT/call2.jsonl; echo "$a -> $((SECONDS-T0)) s" | tee -a $OUT/call2_times.txt; done
