@@ -283,9 +283,10 @@ def test_batches_are_sorted_by_tokens_not_characters(run_and_export):
 def test_eval_reports_cost_per_1000_items(run_and_export, tmp_path, capsys):
     run, _ = run_and_export
     args = ["eval", str(run), "--no-plots", "--bootstrap", "0", "--usd-per-hour", "2.49", "--out", str(tmp_path)]
-    assert main(args) == 0
+    assert main([*args, "--xla-option", "xla_gpu_graph_min_graph_size=2"]) == 0  # a GPU option: checked, no effect on a CPU
     meta = json.loads((tmp_path / "test.json").read_text())["meta"]
     assert meta["usd_per_1000"] == pytest.approx(meta["seconds_per_1000"] / 3600 * 2.49)
+    assert meta["compiler_options"] == {"xla_gpu_graph_min_graph_size": 2}  # the time depends on them
     assert "per 1,000 at $2.49/h" in (tmp_path / "test.md").read_text()
 
 

@@ -166,6 +166,8 @@ def evaluate_run(
         "device": jax.devices()[0].device_kind,
         "seconds_per_1000": 1000 * seconds / len(records),
     }
+    if options:  # the time per 1,000 items depends on them
+        report["meta"]["compiler_options"] = options
     if usd_per_hour is not None:
         report["meta"]["usd_per_hour"] = usd_per_hour
         report["meta"]["usd_per_1000"] = report["meta"]["seconds_per_1000"] / 3600 * usd_per_hour
