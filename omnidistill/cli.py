@@ -74,6 +74,7 @@ def _eval(args: argparse.Namespace) -> int:
         pack_length=args.pack_length,
         batch_tokens=args.batch_tokens,
         compiler_options=dict(args.xla_option),
+        compute_dtype=args.dtype,
     )
     print(report_markdown(report, f"{args.split}: {report['meta']['items']} items, step {report['meta']['step']}"))
     if compare:
@@ -120,6 +121,7 @@ def _score(args: argparse.Namespace) -> int:
         pack_length=args.pack_length,
         batch_tokens=args.batch_tokens,
         compiler_options=dict(args.xla_option),
+        compute_dtype=args.dtype,
     )
     done = score_file(scorer, inputs, args.output, resume=args.resume, skip_invalid=args.skip_invalid, chunk=args.chunk, progress=True)
     resumed = f" (kept {done['resumed']} already scored, scored {done['scored']})" if args.resume else ""
@@ -329,6 +331,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--xla-option", type=xla_option, action="append", default=[], metavar="NAME=VALUE", help=XLA_OPTION_HELP)
     p.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16"],
+        help="compute dtype for scoring (default: the run's eval.compute_dtype; float32 for an exported folder): bfloat16 is faster on "
+        "GPUs and TPUs, its scores a little off float32's",
+    )
+    p.add_argument(
         "--compare",
         action="append",
         metavar="NAME=FILE",
@@ -363,6 +371,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--chunk", type=at_least(1), default=4096, help="items read, scored and written at a time (memory is flat in the input size)"
     )
     p.add_argument("--xla-option", type=xla_option, action="append", default=[], metavar="NAME=VALUE", help=XLA_OPTION_HELP)
+    p.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16"],
+        help="compute dtype for scoring (default: the run's eval.compute_dtype; float32 for an exported folder): bfloat16 is faster on "
+        "GPUs and TPUs, its scores a few hundredths from float32's",
+    )
     p.set_defaults(func=_score)
 
     p = sub.add_parser("label", help="label items with an LLM judge through an OpenAI-compatible endpoint")

@@ -123,6 +123,8 @@ class Scorer:
     None: 2048 on one CPU batch shard, else 0."""
     compiler_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     """XLA options for the scoring program (``eval.compiler_options``), checked when the Scorer is made."""
+    compute_dtype: str = "float32"
+    """The dtype ``graphdef`` computes in (``eval.compute_dtype``; :meth:`load` builds it so)."""
 
     def __post_init__(self) -> None:
         self.mesh = build_mesh(MeshConfig())
@@ -148,6 +150,8 @@ class Scorer:
         however it was loaded; a retrained or other model does not."""
         digest = hashlib.sha256()
         settings = {k: getattr(self.data, k) for k in ("input_format", "truncation", "max_length")}
+        if self.compute_dtype != "float32":  # bfloat16 scores differ from float32's (float32 fingerprints as before)
+            settings["compute_dtype"] = self.compute_dtype
         digest.update(json.dumps({**settings, "layout": dataclasses.asdict(self.data.layout)}, sort_keys=True).encode())
         flat = nnx.traversals.flatten_mapping(unstack_layers(jax.device_get(self.params)))
         for path in sorted(flat, key=lambda p: tuple(map(str, p))):
@@ -165,27 +169,37 @@ class Scorer:
         pack_length: int | None = None,
         batch_tokens: int | None = None,
         compiler_options: Mapping[str, Any] | None = None,
+        compute_dtype: str | None = None,
     ) -> Scorer:
         """From a run directory (``config.yaml`` + orbax checkpoints), or an exported ``hf`` or
         ``omniscore`` folder (``config.json``). ``pack_length``: packed rows of that many tokens (0: padded
         rows; default: the run's ``eval.pack_length``, 0 for an exported folder). ``batch_tokens``:
         real tokens per batch shard for an encoder that runs unpadded (0: ``batch_size`` items; default:
         the run's ``eval.batch_tokens``; unset: 2048 on one CPU batch shard, else 0). ``compiler_options``:
-        XLA options for the scoring program, over the run's ``eval.compiler_options``."""
+        XLA options for the scoring program, over the run's ``eval.compiler_options``. ``compute_dtype``:
+        ``float32`` or ``bfloat16`` (default: the run's ``eval.compute_dtype``; ``float32`` for an exported
+        folder)."""
+        from omnidistill.models.loader import DTYPES
+
         path = Path(path)
+        if compute_dtype is not None and compute_dtype not in DTYPES:
+            raise ValueError(f"compute_dtype={compute_dtype!r}: expected one of {sorted(DTYPES)}")
         if is_run_directory(path):
             from omnidistill.runs.load import load_trained
+            from omnidistill.runs.run_dir import load_run_metadata
 
-            cfg, graphdef, params, tokenizer, _ = load_trained(path, checkpoint)
+            dtype = compute_dtype or load_run_metadata(path)[0].eval.compute_dtype
+            cfg, graphdef, params, tokenizer, _ = load_trained(path, checkpoint, DTYPES[dtype])
             pack = cfg.eval.pack_length if pack_length is None else pack_length
             tokens = cfg.eval.batch_tokens if batch_tokens is None else batch_tokens
             options = {**cfg.eval.compiler_options, **(compiler_options or {})}
-            return cls(graphdef, params, tokenizer, cfg.data, batch_size, str(path), cfg.eval.length_step, pack, tokens, options)
+            return cls(graphdef, params, tokenizer, cfg.data, batch_size, str(path), cfg.eval.length_step, pack, tokens, options, dtype)
         if (path / "config.json").exists():
             from omnidistill.models.loader import load_tokenizer
             from omnidistill.models.published import load_published
 
-            published = load_published(path)
+            dtype = compute_dtype or "float32"
+            published = load_published(path, DTYPES[dtype])
             graphdef, state = nnx.split(published.model, nnx.Param)
             tokenizer = load_tokenizer(str(path))
             return cls(
@@ -198,6 +212,7 @@ class Scorer:
                 pack_length=pack_length or 0,
                 batch_tokens=batch_tokens,
                 compiler_options=dict(compiler_options or {}),
+                compute_dtype=dtype,
             )
         raise FileNotFoundError(f"{path}: neither an omnidistill run directory nor a Hugging Face model folder")
 

@@ -512,3 +512,30 @@ def test_xla_options_reach_the_scoring_program_and_unknown_ones_fail_by_name(run
     args = ["eval", str(run), "--no-plots", "--bootstrap", "0", "--out", str(tmp_path / "ev")]
     assert main([*args, "--xla-option", "xla_gpu_graph_min_graph_size=3"]) == 2 and "stopped before scoring" in capsys.readouterr().err
     assert seen["compiler_options"] == {"xla_gpu_graph_min_graph_size": 3}
+
+
+def test_bfloat16_scoring_computes_in_bf16_close_to_float32(run_and_export, repo_root, tmp_path, capsys):
+    """eval.compute_dtype / --dtype bfloat16 builds the scoring model in bf16 (as training computes): its
+    scores are not float32's bit for bit, but close; the fingerprint tells the two apart, so a --resume
+    cannot mix them; float32 stays the default and matches the export."""
+    from omnidistill.data.sources import read_records
+
+    run, hf = run_and_export
+    lines = (repo_root / "data" / "sample" / "test.jsonl").read_text().splitlines()[:48]
+    (tmp_path / "few.jsonl").write_text("\n".join(lines) + "\n")
+    records, _ = read_records([str(tmp_path / "few.jsonl")])
+    full = Scorer.load(run)
+    half = Scorer.load(run, compute_dtype="bfloat16")
+    assert (full.compute_dtype, half.compute_dtype) == ("float32", "bfloat16")
+    a, b = full.predict(records).scores, half.predict(records).scores
+    gap = np.abs(a - b)
+    assert gap.max() > 0 and gap.max() < 0.01, gap.max()  # bf16 matmuls: changed, slightly (0.0017 at most measured)
+    np.testing.assert_allclose(Scorer.load(hf).predict(records).scores, a, atol=1e-5)  # the default is the export's float32
+    np.testing.assert_allclose(Scorer.load(hf, compute_dtype="bfloat16").predict(records).scores, b, atol=1e-2)  # an export too
+    assert full.fingerprint() == Scorer.load(hf).fingerprint() != half.fingerprint()
+    with pytest.raises(ValueError, match="compute_dtype='float16'"):
+        Scorer.load(run, compute_dtype="float16")
+    out = tmp_path / "ev"
+    args = ["eval", str(run), "--data", str(tmp_path / "few.jsonl"), "--no-plots", "--bootstrap", "0", "--out", str(out)]
+    assert main([*args, "--dtype", "bfloat16"]) == 0
+    assert json.loads((out / "test.json").read_text())["meta"]["compute_dtype"] == "bfloat16"

@@ -305,6 +305,12 @@ class EvalConfig:
     batches of ``batch_size`` padded items. Unset: 2048 on one CPU batch shard, else 0 (on several
     shards batches close at each padded length with most shards idle; on GPU and TPU no budget is
     measured yet). The decoders always batch by items."""
+    compute_dtype: Literal["float32", "bfloat16"] = "float32"
+    """``eval`` and ``score`` compute in this dtype (parameters stay float32). ``float32``: the scores the
+    exported model gives in ``transformers`` and the ``omniscore`` package. ``bfloat16``: matmuls and
+    attention in bf16 as training computes them (cuDNN's fused attention on a GPU), faster on GPUs and
+    TPUs, with scores a little off float32's (at most 0.002 on the 1-5 scale on the tiny default run;
+    docs/scoring.md)."""
     compiler_options: dict[str, bool | int | float | str] = dataclasses.field(default_factory=dict)
     """``eval`` and ``score``: XLA options for the program that scores (``jax.jit``'s ``compiler_options``),
     e.g. ``{xla_gpu_enable_command_buffer: ""}`` to launch its GPU kernels one by one rather than as

@@ -34,8 +34,10 @@ from omnidistill.eval.predict import (
 )
 from omnidistill.eval.report import build_report, mean_baseline, train_mean_labels, write_report
 from omnidistill.eval.uncertainty import uncertainty_report
+from omnidistill.models.loader import DTYPES
 from omnidistill.parallel.mesh import build_mesh, replicated
 from omnidistill.runs.load import load_trained
+from omnidistill.runs.run_dir import load_run_metadata
 from omnidistill.storage import files_at_hand, is_file
 
 log = logging.getLogger(__name__)
@@ -82,6 +84,7 @@ def evaluate_run(
     pack_length: int | None = None,
     batch_tokens: int | None = None,
     compiler_options: Mapping[str, Any] | None = None,
+    compute_dtype: str | None = None,
 ) -> dict:
     """Score ``files`` (default: the run config's ``data.<split>``) and write ``<split>.json/.md`` reports,
     PNG plots, predictions, and with ``compare`` (name -> prediction file) a side-by-side judge table.
@@ -92,12 +95,16 @@ def evaluate_run(
     packs items into rows of that many tokens. Batches hold up to ``batch_tokens`` real tokens (default:
     the run's ``eval.batch_tokens``; an encoder that runs unpadded) unless ``batch_size`` is given,
     which makes them batches of that many items. ``compiler_options``: XLA options for the scoring
-    program, over the run's ``eval.compiler_options``."""
+    program, over the run's ``eval.compiler_options``. ``compute_dtype``: ``float32`` or ``bfloat16``
+    (default: the run's ``eval.compute_dtype``)."""
     run_dir = Path(run_dir)
     out_dir = Path(out_dir) if out_dir else run_dir / "eval"
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out {out_dir} is a file: eval writes its reports into a folder")
-    cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint)
+    dtype = compute_dtype or load_run_metadata(run_dir)[0].eval.compute_dtype
+    if dtype not in DTYPES:
+        raise ValueError(f"compute_dtype={dtype!r}: expected one of {sorted(DTYPES)}")
+    cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint, DTYPES[dtype])
     options = checked_compiler_options({**cfg.eval.compiler_options, **(compiler_options or {})}, "eval.compiler_options")
     weights_file = lang_weights or cfg.eval.lang_weights  # read before scoring: a bad file costs no scoring pass
     weights = load_group_weights(weights_file) if weights_file else None
@@ -164,6 +171,7 @@ def evaluate_run(
         "skipped_records": skipped,
         "truncated_inputs": truncated,
         "device": jax.devices()[0].device_kind,
+        "compute_dtype": dtype,
         "seconds_per_1000": 1000 * seconds / len(records),
     }
     if options:  # the time per 1,000 items depends on them

@@ -16,6 +16,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import jax.numpy as jnp
+
 from omnidistill.config import DataConfig, ModelConfig, PromptLayout
 from omnidistill.dimensions import DIMENSIONS, SCORE_MAX, SCORE_MIN
 from omnidistill.models.hf_io import load_hf_weights, read_hf_config, read_hf_tensors, set_params
@@ -108,12 +110,12 @@ def check_omniscore_config(folder: Path, config: dict[str, Any]) -> str:
     return pooling
 
 
-def load_omniscore_folder(folder: Path, config: dict[str, Any]) -> Published:
+def load_omniscore_folder(folder: Path, config: dict[str, Any], dtype: Any = jnp.float32) -> Published:
     pooling = check_omniscore_config(folder, config)
     hf_config = dict(config["backbone_config"])
     family = family_for_model_type(str(hf_config.get("model_type")))
     model_cfg = ModelConfig(family=family.name, pooling=pooling, head="linear_sigmoid")
-    model = abstract_regressor(model_cfg, hf_config)
+    model = abstract_regressor(model_cfg, hf_config, dtype=dtype)
     table, unused = omniscore_weight_table(family, model.arch)
     params, _ = hf_to_flax(read_hf_tensors(folder), table, key_prefixes=("",), ignorable_prefixes=tuple(unused))
     set_params(model, params)
@@ -133,17 +135,18 @@ def classifier_model_config(family: Family, hf_config: dict[str, Any], tensors: 
     return ModelConfig(family=family.name, pooling="last_token", head_bias=bias_key in tensors)
 
 
-def load_published(folder: str | Path) -> Published:
-    """Load an exported ``hf`` or ``omniscore`` folder with every tensor of encoder, pooler and head."""
+def load_published(folder: str | Path, dtype: Any = jnp.float32) -> Published:
+    """Load an exported ``hf`` or ``omniscore`` folder with every tensor of encoder, pooler and head:
+    float32 parameters, a model that computes in ``dtype``."""
     folder = Path(folder)
     config = read_hf_config(folder)
     if config.get("model_type") == OMNISCORE_MODEL_TYPE:
-        return load_omniscore_folder(folder, config)
+        return load_omniscore_folder(folder, config, dtype)
     family = family_for_model_type(str(config.get("model_type")))
     family.check_head_config(config)
     tensors = read_hf_tensors(folder)
     model_cfg = classifier_model_config(family, config, tensors)
-    model = abstract_regressor(model_cfg, config)
+    model = abstract_regressor(model_cfg, config, dtype=dtype)
     load_hf_weights(model, tensors, required_groups=("encoder", "pooler", "classifier"))
     hf_config = {k: v for k, v in config.items() if k != "omnidistill"}
     default = DataConfig(max_length=min(512, int(config.get("max_position_embeddings", 512))))

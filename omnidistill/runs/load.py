@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import jax.numpy as jnp
 from flax import nnx
 
 from omnidistill.config import Config
@@ -15,16 +16,18 @@ from omnidistill.runs.checkpoint import restore_params
 from omnidistill.runs.run_dir import load_run_metadata
 
 
-def trained_model_shapes(cfg: Config, hf_config: dict[str, Any], tok_dir: Path) -> Regressor:
-    """The model of a run (its metadata, :func:`load_run_metadata`) built from shapes: fp32, no values."""
-    return abstract_regressor(dataclasses.replace(cfg.model, init_from=None, tokenizer=str(tok_dir)), hf_config)
+def trained_model_shapes(cfg: Config, hf_config: dict[str, Any], tok_dir: Path, dtype: Any = jnp.float32) -> Regressor:
+    """The model of a run (its metadata, :func:`load_run_metadata`) built from shapes: float32
+    parameters computing in ``dtype``, no values."""
+    return abstract_regressor(dataclasses.replace(cfg.model, init_from=None, tokenizer=str(tok_dir)), hf_config, dtype=dtype)
 
 
-def load_trained(run_dir: str | Path, checkpoint: str = "best") -> tuple[Any, Any, Any, Any, int]:
-    """(config, graphdef, params, tokenizer, step) of a run's ``best`` or ``latest`` checkpoint, fp32."""
+def load_trained(run_dir: str | Path, checkpoint: str = "best", dtype: Any = jnp.float32) -> tuple[Any, Any, Any, Any, int]:
+    """(config, graphdef, params, tokenizer, step) of a run's ``best`` or ``latest`` checkpoint: float32
+    parameters, a graph that computes in ``dtype``."""
     run_dir = Path(run_dir)
     cfg, hf_config, tok_dir = load_run_metadata(run_dir)
-    model = trained_model_shapes(cfg, hf_config, tok_dir)  # the checkpoint gives every value
+    model = trained_model_shapes(cfg, hf_config, tok_dir, dtype)  # the checkpoint gives every value
     graphdef, params_state = nnx.split(model, nnx.Param)
     sub = {"best": "best", "latest": "checkpoints"}[checkpoint]
     params, step = restore_params(run_dir / sub, params_state.to_pure_dict())
