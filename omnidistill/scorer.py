@@ -45,6 +45,7 @@ from omnidistill.eval.predict import (
     used_buckets,
     warm_up,
 )
+from omnidistill.models.kernel_casts import kernels_in_compute_dtype
 from omnidistill.models.scan import unstack_layers
 from omnidistill.parallel.mesh import build_mesh, replicated
 from omnidistill.runs.run_dir import is_run_directory
@@ -128,7 +129,7 @@ class Scorer:
 
     def __post_init__(self) -> None:
         self.mesh = build_mesh(MeshConfig())
-        self.params = jax.device_put(self.params, replicated(self.mesh))
+        self.params = jax.device_put(kernels_in_compute_dtype(self.graphdef, self.params), replicated(self.mesh))
         self.encoder = RecordEncoder.from_config(self.tokenizer, self.data)
         model = nnx.merge(self.graphdef, self.params)
         self.has_uncertainty = model.has_levels

@@ -24,6 +24,7 @@ from omnidistill.config import LossConfig, MeshConfig, ModelConfig, OptimConfig
 from omnidistill.data.pipeline import bucket_length, packed_eval_dataset
 from omnidistill.data.token_batches import TokenBudget, token_eval_dataset
 from omnidistill.eval.predict import checked_compiler_options, inference_buckets, inference_packing
+from omnidistill.models.kernel_casts import kernels_in_compute_dtype
 from omnidistill.models.layers import predicting, resolve_attention
 from omnidistill.models.registry import get_family
 from omnidistill.models.regressor import abstract_regressor, build_regressor, make_predict_fn
@@ -334,6 +335,11 @@ def bench_memory(
     )
 
 
+scoring_params = kernels_in_compute_dtype
+"""The parameters a scoring case is given, as the Scorer gives them to its program: the bf16 layers'
+kernels cast once (``models/kernel_casts.py``). ``bench_levers.py kernels-cast-per-call`` undoes it."""
+
+
 def bench_score(
     name: str,
     *,
@@ -348,7 +354,7 @@ def bench_score(
     model, hf = _model(name, tiny, dtype, attention)
     graphdef, state = nnx.split(model, nnx.Param)
     predict = jax.jit(make_predict_fn(graphdef), compiler_options=compiler_options or None)
-    params = state.to_pure_dict()
+    params = scoring_params(graphdef, state.to_pure_dict())
     rng = np.random.default_rng(0)
     data = {
         "input_ids": jnp.asarray(rng.integers(5, hf["vocab_size"], (batch, seq)), jnp.int32),
@@ -443,7 +449,7 @@ def bench_score_varlen(
     model, hf = _model(name, tiny, dtype, attention)
     max_length = min(512, hf.get("max_position_embeddings", 512))
     graphdef, state = nnx.split(model, nnx.Param)
-    params = state.to_pure_dict()
+    params = scoring_params(graphdef, state.to_pure_dict())
     rng = np.random.default_rng(0)
     if pack_length:
         layouts, slots = packed_varlen_batches(lengths, batch, max_length, pack_length)

@@ -42,6 +42,8 @@ Levers (docs/benchmarks.md says what each measured):
 - ``cudnn-layernorm-moments``: the same flag with E[x²] − E[x]² unclamped (flax's form less the clamp).
 - ``triton-block-fusion``: every fusion XLA builds is emitted by its Triton emitter with automatic tiling
   (``--xla_gpu_experimental_enable_fusion_block_level_rewriter=true``).
+- ``kernels-cast-per-call``: a scoring case's parameters as loaded, float32, so that every bf16 layer
+  casts its kernel at each call, as before the Scorer cast them once (``models/kernel_casts.py``).
 - ``triton-heroless-fusion``: XLA's priority fusion may also form Triton fusions without a reduction or
   matmul at their root (``--xla_gpu_experimental_enable_triton_heroless_priority_fusion=true``).
 
@@ -59,6 +61,7 @@ from collections.abc import Callable, MutableMapping
 from functools import partial
 from typing import Any
 
+import bench_cases
 import flax.nnx.nn.normalization as flax_norm
 import jax
 import jax.numpy as jnp
@@ -152,6 +155,7 @@ LEVERS: dict[str, Callable[[], list[Patch]]] = {
     "layernorm-two-pass": lambda: [(flax_norm, "_compute_stats", layer_norm_stats("two-pass"))],
     "cudnn-layernorm": lambda: [(flax_norm, "_compute_stats", layer_norm_stats("two-pass")), *xla_flags(CUDNN_LAYER_NORM)],
     "cudnn-layernorm-moments": lambda: [(flax_norm, "_compute_stats", layer_norm_stats("moments")), *xla_flags(CUDNN_LAYER_NORM)],
+    "kernels-cast-per-call": lambda: [(bench_cases, "scoring_params", lambda graphdef, params: params)],
     "triton-block-fusion": lambda: xla_flags("--xla_gpu_experimental_enable_fusion_block_level_rewriter=true"),
     "triton-heroless-fusion": lambda: xla_flags("--xla_gpu_experimental_enable_triton_heroless_priority_fusion=true"),
 }
@@ -174,10 +178,8 @@ def main(argv: list[str]) -> None:
         sys.exit(f"usage: bench_levers.py {{{','.join(LEVERS)}}}[+LEVER...] train|score|memory [bench options]")
     lever, kind, *args = argv
     apply(patches_of(lever))
-    from bench_cases import run_cli
-
     print(f'{{"lever": "{lever}"}}', flush=True)
-    run_cli(kind, args)
+    bench_cases.run_cli(kind, args)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from omnidistill.eval.predict import (
 )
 from omnidistill.eval.report import build_report, mean_baseline, train_mean_labels, write_report
 from omnidistill.eval.uncertainty import uncertainty_report
+from omnidistill.models.kernel_casts import kernels_in_compute_dtype
 from omnidistill.models.loader import DTYPES
 from omnidistill.parallel.mesh import build_mesh, replicated
 from omnidistill.runs.load import load_trained
@@ -138,7 +139,7 @@ def evaluate_run(
             cfg.data.truncation,
         )
     mesh = build_mesh(MeshConfig())
-    params = jax.device_put(params, replicated(mesh))
+    params = jax.device_put(kernels_in_compute_dtype(graphdef, params), replicated(mesh))  # bf16 layers: cast once
     model = nnx.merge(graphdef, params)
     levels = model.has_levels
     bs = batch_size or cfg.eval.batch_size
