@@ -224,6 +224,17 @@ XLA_OPTION_HELP = (
 )
 
 
+def add_scoring_program_options(p: argparse.ArgumentParser) -> None:
+    """``--xla-option`` and ``--dtype``: how ``score`` and ``eval`` build their scoring program."""
+    p.add_argument("--xla-option", type=xla_option, action="append", default=[], metavar="NAME=VALUE", help=XLA_OPTION_HELP)
+    p.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16"],
+        help="compute dtype for scoring (default: the run's eval.compute_dtype; float32 for an exported folder): bfloat16 is faster on "
+        "GPUs and TPUs, its scores a little off float32's",
+    )
+
+
 def xla_option(text: str) -> tuple[str, object]:
     """An argparse ``type``: ``NAME=VALUE`` as (name, value), the value read as YAML so that XLA gets
     the type it expects (``true`` a bool, ``4`` an int, nothing an empty string)."""
@@ -329,13 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="L-MAE weights: JSON/YAML mapping language -> weight (default: eval.lang_weights, else items per language)",
     )
-    p.add_argument("--xla-option", type=xla_option, action="append", default=[], metavar="NAME=VALUE", help=XLA_OPTION_HELP)
-    p.add_argument(
-        "--dtype",
-        choices=["float32", "bfloat16"],
-        help="compute dtype for scoring (default: the run's eval.compute_dtype; float32 for an exported folder): bfloat16 is faster on "
-        "GPUs and TPUs, its scores a little off float32's",
-    )
+    add_scoring_program_options(p)
     p.add_argument(
         "--compare",
         action="append",
@@ -370,13 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--chunk", type=at_least(1), default=4096, help="items read, scored and written at a time (memory is flat in the input size)"
     )
-    p.add_argument("--xla-option", type=xla_option, action="append", default=[], metavar="NAME=VALUE", help=XLA_OPTION_HELP)
-    p.add_argument(
-        "--dtype",
-        choices=["float32", "bfloat16"],
-        help="compute dtype for scoring (default: the run's eval.compute_dtype; float32 for an exported folder): bfloat16 is faster on "
-        "GPUs and TPUs, its scores a few hundredths from float32's",
-    )
+    add_scoring_program_options(p)
     p.set_defaults(func=_score)
 
     p = sub.add_parser("label", help="label items with an LLM judge through an OpenAI-compatible endpoint")
