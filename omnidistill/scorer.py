@@ -180,27 +180,22 @@ class Scorer:
         XLA options for the scoring program, over the run's ``eval.compiler_options``. ``compute_dtype``:
         ``float32`` or ``bfloat16`` (default: the run's ``eval.compute_dtype``; ``float32`` for an exported
         folder)."""
-        from omnidistill.models.loader import DTYPES
-
         path = Path(path)
-        if compute_dtype is not None and compute_dtype not in DTYPES:
-            raise ValueError(f"compute_dtype={compute_dtype!r}: expected one of {sorted(DTYPES)}")
         if is_run_directory(path):
             from omnidistill.runs.load import load_trained
-            from omnidistill.runs.run_dir import load_run_metadata
 
-            dtype = compute_dtype or load_run_metadata(path)[0].eval.compute_dtype
-            cfg, graphdef, params, tokenizer, _ = load_trained(path, checkpoint, DTYPES[dtype])
+            cfg, graphdef, params, tokenizer, _ = load_trained(path, checkpoint, compute_dtype)
+            dtype = compute_dtype or cfg.eval.compute_dtype
             pack = cfg.eval.pack_length if pack_length is None else pack_length
             tokens = cfg.eval.batch_tokens if batch_tokens is None else batch_tokens
             options = {**cfg.eval.compiler_options, **(compiler_options or {})}
             return cls(graphdef, params, tokenizer, cfg.data, batch_size, str(path), cfg.eval.length_step, pack, tokens, options, dtype)
         if (path / "config.json").exists():
-            from omnidistill.models.loader import load_tokenizer
+            from omnidistill.models.loader import dtype_named, load_tokenizer
             from omnidistill.models.published import load_published
 
             dtype = compute_dtype or "float32"
-            published = load_published(path, DTYPES[dtype])
+            published = load_published(path, dtype_named(dtype))
             graphdef, state = nnx.split(published.model, nnx.Param)
             tokenizer = load_tokenizer(str(path))
             return cls(

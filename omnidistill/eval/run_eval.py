@@ -35,10 +35,8 @@ from omnidistill.eval.predict import (
 from omnidistill.eval.report import build_report, mean_baseline, train_mean_labels, write_report
 from omnidistill.eval.uncertainty import uncertainty_report
 from omnidistill.models.kernel_casts import kernels_in_compute_dtype
-from omnidistill.models.loader import DTYPES
 from omnidistill.parallel.mesh import build_mesh, replicated
 from omnidistill.runs.load import load_trained
-from omnidistill.runs.run_dir import load_run_metadata
 from omnidistill.storage import files_at_hand, is_file
 
 log = logging.getLogger(__name__)
@@ -102,10 +100,8 @@ def evaluate_run(
     out_dir = Path(out_dir) if out_dir else run_dir / "eval"
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out {out_dir} is a file: eval writes its reports into a folder")
-    dtype = compute_dtype or load_run_metadata(run_dir)[0].eval.compute_dtype
-    if dtype not in DTYPES:
-        raise ValueError(f"compute_dtype={dtype!r}: expected one of {sorted(DTYPES)}")
-    cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint, DTYPES[dtype])
+    cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint, compute_dtype)
+    dtype = compute_dtype or cfg.eval.compute_dtype
     options = checked_compiler_options({**cfg.eval.compiler_options, **(compiler_options or {})}, "eval.compiler_options")
     weights_file = lang_weights or cfg.eval.lang_weights  # read before scoring: a bad file costs no scoring pass
     weights = load_group_weights(weights_file) if weights_file else None

@@ -18,6 +18,13 @@ log = logging.getLogger(__name__)
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
+def dtype_named(name: str) -> Any:
+    """The compute dtype of a name in :data:`DTYPES`; another name is a ValueError naming the choices."""
+    if name not in DTYPES:
+        raise ValueError(f"compute_dtype={name!r}: expected one of {sorted(DTYPES)}")
+    return DTYPES[name]
+
+
 @dataclasses.dataclass
 class LoadedModel:
     model: Regressor

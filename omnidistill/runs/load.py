@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from omnidistill.config import Config
-from omnidistill.models.loader import load_tokenizer
+from omnidistill.models.loader import dtype_named, load_tokenizer
 from omnidistill.models.regressor import Regressor, abstract_regressor
 from omnidistill.runs.checkpoint import restore_params
 from omnidistill.runs.run_dir import load_run_metadata
@@ -22,11 +22,12 @@ def trained_model_shapes(cfg: Config, hf_config: dict[str, Any], tok_dir: Path, 
     return abstract_regressor(dataclasses.replace(cfg.model, init_from=None, tokenizer=str(tok_dir)), hf_config, dtype=dtype)
 
 
-def load_trained(run_dir: str | Path, checkpoint: str = "best", dtype: Any = jnp.float32) -> tuple[Any, Any, Any, Any, int]:
+def load_trained(run_dir: str | Path, checkpoint: str = "best", compute_dtype: str | None = "float32") -> tuple[Any, Any, Any, Any, int]:
     """(config, graphdef, params, tokenizer, step) of a run's ``best`` or ``latest`` checkpoint: float32
-    parameters, a graph that computes in ``dtype``."""
+    parameters, a graph that computes in ``compute_dtype`` (None: the run's ``eval.compute_dtype``)."""
     run_dir = Path(run_dir)
     cfg, hf_config, tok_dir = load_run_metadata(run_dir)
+    dtype = dtype_named(compute_dtype or cfg.eval.compute_dtype)
     model = trained_model_shapes(cfg, hf_config, tok_dir, dtype)  # the checkpoint gives every value
     graphdef, params_state = nnx.split(model, nnx.Param)
     sub = {"best": "best", "latest": "checkpoints"}[checkpoint]
