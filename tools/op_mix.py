@@ -209,7 +209,12 @@ def op_event_records(trace: dict, module: str | None = None) -> list[dict]:
 
 def op_events(trace: dict, module: str | None = None) -> list[tuple[str, float]]:
     """(hlo op, microseconds) of every op run in a Chrome-format trace (:func:`op_event_records`)."""
-    return [(_op_name(e), float(e.get("dur", 0.0))) for e in op_event_records(trace, module)]
+    return op_times(op_event_records(trace, module))
+
+
+def op_times(records: list[dict]) -> list[tuple[str, float]]:
+    """(hlo op, microseconds) of each op event."""
+    return [(_op_name(e), float(e.get("dur", 0.0))) for e in records]
 
 
 IDLE_GAP_US = 100.0
@@ -390,7 +395,7 @@ def programs_op_mix(trace_dir: str | Path, hlo_texts: list[str], passes: int, wa
     work, the later text's kind counts for both."""
     trace = read_trace(trace_dir)
     records = [e for module in sorted({module_name(t) for t in hlo_texts}) for e in op_event_records(trace, module)]
-    events = [(_op_name(e), float(e.get("dur", 0.0))) for e in records]
+    events = op_times(records)
     ops = {name: kind for text in hlo_texts for name, kind in hlo_ops(text).items()}
     mix = op_mix(events, ops, passes, top)
     busy = sum(us for _, us in events) / 1e6 / wall_s if wall_s > 0 else 0.0
