@@ -291,6 +291,37 @@ def test_bench_score_varlen_token_batches_are_the_scorers(repo_root):
     assert len({b["attention_mask"].shape for b in batches}) == len({b["attention_mask"].shape[1] for b in batches})
 
 
+def test_bench_score_varlen_scorer_loop_scores_every_item_once(repo_root, tmp_path, monkeypatch, capsys):
+    """--scorer-loop times the Scorer's own loop (predict_ids, batches made on the host); its
+    scores_sum is the sum of every item's scores, each item scored alone here, in padded batches and
+    in packed rows alike."""
+    import jax
+    import numpy as np
+
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    import bench_cases
+    from flax import nnx
+
+    from omnidistill.models.regressor import make_predict_fn
+
+    lengths = [5, 17, 40, 17, 5, 40, 5, 17, 40, 5, 5, 40, 17]
+    path = tmp_path / "lengths.txt"
+    path.write_text("\n".join(map(str, lengths)))
+    args = ("--varlen", str(path), "--only", "mbert", "--batch", "4", "--dtype", "float32", "--scorer-loop")
+    rows = [r for extra in ((),) for r in bench_rows(repo_root, monkeypatch, capsys, "score", *args, *extra)]
+    rows = [r for r in rows if r.get("model") == "mbert"]
+    assert [(r["loop"], r["pack_length"], r["items"]) for r in rows] == [("scorer", 0, 13)]
+    model, hf = bench_cases._model("mbert", True, "float32", "auto")
+    graphdef, state = nnx.split(model, nnx.Param)
+    predict = jax.jit(make_predict_fn(graphdef))
+    rng = np.random.default_rng(1)  # the loop's token ids
+    alone = 0.0
+    for n in lengths:
+        ids = rng.integers(5, hf["vocab_size"], n).astype(np.int32)[None]
+        alone += float(np.asarray(predict(state.to_pure_dict(), {"input_ids": ids, "attention_mask": np.ones_like(ids)})).sum())
+    assert [r["scores_sum"] for r in rows] == pytest.approx([alone], abs=0.02)
+
+
 def test_op_mix_groups_a_real_trace_by_the_work_of_each_op(repo_root, tmp_path):
     """tools/op_mix.py on a jax.profiler trace of a jitted function: the dot's op is matmul work, the
     scatter-add's is scatter work, and the per-step total is the traced ops' time over the steps."""

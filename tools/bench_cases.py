@@ -23,7 +23,14 @@ from omnidistill.cli import xla_option
 from omnidistill.config import LossConfig, MeshConfig, ModelConfig, OptimConfig
 from omnidistill.data.pipeline import bucket_length, packed_eval_dataset
 from omnidistill.data.token_batches import TokenBudget, token_eval_dataset
-from omnidistill.eval.predict import checked_compiler_options, inference_buckets, inference_packing
+from omnidistill.eval.predict import (
+    checked_compiler_options,
+    inference_buckets,
+    inference_packing,
+    jitted_predict_fn,
+    predict_ids,
+    token_budget,
+)
 from omnidistill.models.kernel_casts import kernels_in_compute_dtype
 from omnidistill.models.layers import predicting, resolve_attention
 from omnidistill.models.registry import get_family
@@ -433,6 +440,7 @@ def bench_score_varlen(
     length_step: int = 32,
     profile: str = "",
     compiler_options: dict | None = None,
+    scorer_loop: bool = False,
 ) -> dict:
     """Scoring items of realistic lengths (the peer's ``--varlen`` case): the same lengths and batch
     size, batched as the Scorer batches them (sorted, padded per batch to a multiple of ``length_step``
@@ -445,7 +453,12 @@ def bench_score_varlen(
     one case that compute the same scores give the same sum, up to rounding). ``compiler_options``: XLA options for the scoring program
     (``eval.compiler_options``). ``profile``: a folder for a
     ``jax.profiler`` trace of one more pass, whose op mix over every shape's program joins the result
-    (with ``device_busy``, the share of the pass's wall time the device spent in its ops)."""
+    (with ``device_busy``, the share of the pass's wall time the device spent in its ops).
+
+    ``scorer_loop``: each pass is the Scorer's own, :func:`predict_ids` on the items' token ids (random),
+    which makes the batches on the host, copies each to the device and reads its scores back, instead
+    of dispatching batches made and placed on the device before the timing (the peer's way).
+    ``enqueue_ms_per_pass`` is then the whole pass: its dispatches wait for read-backs."""
     model, hf = _model(name, tiny, dtype, attention)
     max_length = min(512, hf.get("max_position_embeddings", 512))
     graphdef, state = nnx.split(model, nnx.Param)
@@ -472,6 +485,11 @@ def bench_score_varlen(
     def one_pass():
         return [predict(params, b) for b in batches]
 
+    if scorer_loop:
+        tokens = batch_tokens if model.takes_token_index else 0
+        batching = dict(batch=batch, pack_length=pack_length, batch_tokens=tokens, length_step=length_step)
+        predict, one_pass = _scorer_loop_pass(graphdef, params, lengths, max_length, hf["vocab_size"], compiler_options, **batching)
+
     jax.block_until_ready(one_pass())  # compile every padded length
     enqueued = []
     start = time.perf_counter()
@@ -480,7 +498,7 @@ def bench_score_varlen(
         outs = one_pass()
         enqueued.append(time.perf_counter() - begin)
         jax.block_until_ready(outs)
-    checksum = float(sum(np.asarray(o, np.float64).sum() for o in outs))
+    checksum = float(np.sum([np.asarray(o, np.float64).sum() for o in outs]))
     dt = (time.perf_counter() - start) / steps
     mix = {"op_mix": _profiled_pass(case_trace_dir(profile, name), predict, params, batches, one_pass)} if profile else {}
     items, real_tokens = len(lengths), sum(min(n, max_length) for n in lengths)
@@ -489,6 +507,7 @@ def bench_score_varlen(
         model=name,
         framework="omnidistill-jax",
         mode="varlen",
+        loop="scorer" if scorer_loop else "preplaced",
         dtype=dtype,
         attention=_kernel(attention, dtype, max_length),
         items=items,
@@ -508,6 +527,34 @@ def bench_score_varlen(
         **({"compiler_options": compiler_options} if compiler_options else {}),
         **mix,
     )
+
+
+def _scorer_loop_pass(
+    graphdef: Any,
+    params: Any,
+    lengths: list[int],
+    max_length: int,
+    vocab_size: int,
+    compiler_options: dict | None,
+    *,
+    batch: int,
+    pack_length: int,
+    batch_tokens: int,
+    length_step: int,
+) -> tuple[Any, Any]:
+    """(the Scorer's jitted predict function, one pass of :func:`predict_ids` over random token ids of
+    these lengths) with the Scorer's mesh and batching: ``batch`` items, or packed rows of
+    ``pack_length``, or ``batch_tokens`` real tokens."""
+    mesh = build_mesh(MeshConfig())
+    params = jax.device_put(params, replicated(mesh))
+    rng = np.random.default_rng(1)
+    ids = [rng.integers(5, vocab_size, min(n, max_length)).astype(np.int32) for n in lengths]
+    buckets = inference_buckets(max_length, length_step)
+    packing = inference_packing(pack_length, batch, max_length)
+    budget = token_budget(batch_tokens, mesh, buckets, unpadded=packing is None)
+    predict = jitted_predict_fn(graphdef, mesh, packing=packing, compiler_options=compiler_options)
+    batching = dict(pad_id=0, batch_size=batch, buckets=buckets, packing=packing, budget=budget)
+    return predict, lambda: [predict_ids(predict, params, ids, mesh, **batching)]
 
 
 def _profiled_pass(trace_dir: Path, predict: Any, params: Any, batches: list[dict], one_pass: Any) -> dict:
@@ -598,6 +645,11 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
         p.add_argument(
             "--length-step", type=int, default=32, help="--varlen: pad each batch to a multiple of this many tokens (eval.length_step)"
         )
+        p.add_argument(
+            "--scorer-loop",
+            action="store_true",
+            help="--varlen: each pass is the Scorer's own loop (batches made on the host, copied over, scores read back)",
+        )
     if kind == "score":
         p.add_argument(
             "--xla-option", type=xla_option, action="append", default=[], metavar="NAME=VALUE", help="as `omnidistill score --xla-option`"
@@ -638,6 +690,7 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
             batch_tokens=args.batch_tokens,
             length_step=args.length_step,
             profile=args.profile,
+            scorer_loop=args.scorer_loop,
         )
         common = dict(
             batch=args.batch,

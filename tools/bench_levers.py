@@ -44,6 +44,9 @@ Levers (docs/benchmarks.md says what each measured):
   (``--xla_gpu_experimental_enable_fusion_block_level_rewriter=true``).
 - ``kernels-cast-per-call``: a scoring case's parameters as loaded, float32, so that every bf16 layer
   casts its kernel at each call, as before the Scorer cast them once (``models/kernel_casts.py``).
+- ``scorer-reads-each-batch``: the Scorer's loop (``bench_score.py --varlen --scorer-loop``) reads each
+  batch's scores back before it makes the next batch, as before it kept two batches in flight
+  (``eval/predict.py: IN_FLIGHT``).
 - ``triton-heroless-fusion``: XLA's priority fusion may also form Triton fusions without a reduction or
   matmul at their root (``--xla_gpu_experimental_enable_triton_heroless_priority_fusion=true``).
 
@@ -66,6 +69,7 @@ import flax.nnx.nn.normalization as flax_norm
 import jax
 import jax.numpy as jnp
 
+import omnidistill.eval.predict as predict
 import omnidistill.models.deberta_v2.modeling as deberta
 import omnidistill.models.dropout_masks as dropout_masks
 import omnidistill.models.layers as layers
@@ -156,6 +160,7 @@ LEVERS: dict[str, Callable[[], list[Patch]]] = {
     "cudnn-layernorm": lambda: [(flax_norm, "_compute_stats", layer_norm_stats("two-pass")), *xla_flags(CUDNN_LAYER_NORM)],
     "cudnn-layernorm-moments": lambda: [(flax_norm, "_compute_stats", layer_norm_stats("moments")), *xla_flags(CUDNN_LAYER_NORM)],
     "kernels-cast-per-call": lambda: [(bench_cases, "scoring_params", lambda graphdef, params: params)],
+    "scorer-reads-each-batch": lambda: [(predict, "IN_FLIGHT", 0)],
     "triton-block-fusion": lambda: xla_flags("--xla_gpu_experimental_enable_fusion_block_level_rewriter=true"),
     "triton-heroless-fusion": lambda: xla_flags("--xla_gpu_experimental_enable_triton_heroless_priority_fusion=true"),
 }

@@ -5,6 +5,7 @@ encoder that runs unpadded, :class:`TokenBudget`), or packed several to a row
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -112,10 +113,26 @@ def _shard_multiple(size: int, mesh: Mesh) -> int:
     return max(n_shards, -(-size // n_shards) * n_shards)
 
 
-def _to_host(x: jax.Array) -> np.ndarray:
-    if jax.process_count() == 1:
+def _to_host(x: jax.Array | np.ndarray) -> np.ndarray:
+    if jax.process_count() == 1 or isinstance(x, np.ndarray):
         return np.asarray(x)
     return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+
+IN_FLIGHT = 2
+"""Batches :func:`predict_ids` dispatches beyond the one whose scores it reads back. JAX dispatches
+asynchronously: reading a batch's scores waits for its program to finish, so with none ahead the
+device idles while the host collates the next batch, copies it over and dispatches it. With two
+ahead that host work overlaps the device's (docs/scoring.md)."""
+
+
+def _batch_index(local: dict[str, np.ndarray], sharding: Any) -> np.ndarray | jax.Array:
+    """The global batch's ``index`` (items of its rows or slots; -1: padding): the host's own on one
+    process, else assembled on the devices like the batch (and gathered back with the scores), so that
+    it is in the scores' order whatever the mesh's order of processes."""
+    if jax.process_count() == 1:
+        return local["index"]
+    return global_batch_array(local["index"], sharding)
 
 
 def predict_ids(
@@ -130,12 +147,16 @@ def predict_ids(
     packing: InferencePacking | None = None,
     budget: TokenBudget | None = None,
     progress: bool = False,
+    in_flight: int | None = None,
 ) -> np.ndarray:
     """Scores [N, 4] of N items' token ``ids``, in their order (or [N, 4, ...] when ``predict_fn`` gives
     more per dimension). ``predict_fn`` should be jitted (one compile per bucket, and one for the packed
     rows); with ``packing`` it must pool ``packing.max_segments`` slots per row
     (:func:`make_predict_fn`). With ``budget`` (and no ``packing``) batches hold up to ``budget.tokens``
-    real tokens instead of ``batch_size`` items, and the model runs its layers on them unpadded."""
+    real tokens instead of ``batch_size`` items, and the model runs its layers on them unpadded.
+    ``in_flight`` batches are dispatched ahead of the one read back (None: :data:`IN_FLIGHT`; 0: each
+    batch is read back before the next is made)."""
+    in_flight = IN_FLIGHT if in_flight is None else in_flight
     batch_size = _shard_multiple(batch_size, mesh)
     sharding = batch_sharding(mesh)
     where = dict(process_index=jax.process_index(), process_count=jax.process_count())
@@ -151,14 +172,27 @@ def predict_ids(
         from tqdm import tqdm
 
         ds = tqdm(ds, total=len(ds), desc="score", unit="batch", dynamic_ncols=True)
-    for local in ds:
-        batch = {k: global_batch_array(local[k], sharding) for k in input_keys(local)}  # exactly what warm_up compiled for
-        scores = _to_host(predict_fn(params, batch))
-        index = _to_host(global_batch_array(local["index"], sharding)).reshape(-1)  # packed: [rows, K] slots, row-major
+
+    def read_back(scores: jax.Array, index: np.ndarray | jax.Array) -> None:
+        nonlocal out
+        scores = _to_host(scores)
+        index = _to_host(index).reshape(-1)  # packed: [rows, K] slots, row-major
         keep = index >= 0
         if out is None:
             out = np.zeros((len(ids), *scores.shape[1:]), np.float32)
         out[index[keep]] = scores[keep]
+
+    pending: collections.deque[tuple[jax.Array, np.ndarray | jax.Array]] = collections.deque()
+    for local in ds:
+        batch = {k: global_batch_array(local[k], sharding) for k in input_keys(local)}  # exactly what warm_up compiled for
+        scores = predict_fn(params, batch)
+        if isinstance(scores, jax.Array) and scores.is_fully_addressable:
+            scores.copy_to_host_async()  # the copy back starts when the program ends, not when it is read
+        pending.append((scores, _batch_index(local, sharding)))
+        if len(pending) > in_flight:
+            read_back(*pending.popleft())
+    while pending:
+        read_back(*pending.popleft())
     return np.zeros((0, NUM_DIMENSIONS), np.float32) if out is None else out
 
 
