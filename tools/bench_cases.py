@@ -498,7 +498,7 @@ def bench_score_varlen(
         outs = one_pass()
         enqueued.append(time.perf_counter() - begin)
         jax.block_until_ready(outs)
-    checksum = float(np.sum([np.asarray(o, np.float64).sum() for o in outs]))
+    checksum = float(sum(np.asarray(o, np.float64).sum() for o in outs))
     dt = (time.perf_counter() - start) / steps
     mix = {"op_mix": _profiled_pass(case_trace_dir(profile, name), predict, params, batches, one_pass)} if profile else {}
     items, real_tokens = len(lengths), sum(min(n, max_length) for n in lengths)
