@@ -16,6 +16,8 @@ import json
 import logging
 import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ import numpy as np
 
 from omnidistill.data.schema import DataError, Record
 from omnidistill.data.sources import RecordStream, refuse_duplicate_ids
+from omnidistill.data.tokenize import EncodedInputs, RecordEncoder
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.runs.run_dir import atomic_write_text
 from omnidistill.storage import existing_file, expand_patterns, output_file
@@ -86,9 +89,25 @@ def drop_cut_line(output: Path) -> None:
             f.truncate(end)
 
 
-def _chunks(records: Iterator[Record], size: int) -> Iterator[list[Record]]:
-    while chunk := list(islice(records, size)):
-        yield chunk
+def encoded_chunks(records: Iterator[Record], size: int, encoder: RecordEncoder) -> Iterator[tuple[list[Record], EncodedInputs]]:
+    """Chunks of ``size`` records with their token ids (``encoder.encode_inputs``), in order. While the
+    caller scores one chunk, the next is read and tokenized in a worker thread: the tokenizer's Rust
+    code runs without the GIL, so on an accelerator the host's input work overlaps the device's
+    scoring instead of leaving it idle between chunks. Two chunks are held at most. An input error is
+    raised when its chunk is taken, after the chunks before it."""
+
+    def read() -> tuple[list[Record], EncodedInputs | None]:
+        chunk = list(islice(records, size))
+        return chunk, encoder.encode_inputs(chunk) if chunk else None
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="score-input") as worker:
+        ahead = worker.submit(read)
+        while True:
+            chunk, encoded = ahead.result()
+            if encoded is None:
+                return
+            ahead = worker.submit(read)
+            yield chunk, encoded
 
 
 def scorer_file(output: Path) -> Path:
@@ -171,9 +190,10 @@ def score_file(
 
         bar = tqdm(desc="score", unit="item", initial=kept, dynamic_ncols=True)
     try:
-        with output.open("a" if resuming else "w", encoding="utf-8") as f:
-            for batch in _chunks(records, chunk):
-                predicted = scorer.predict(batch)
+        chunks = closing(encoded_chunks(records, chunk, scorer.encoder))  # closed at an error too: the worker's read ends first
+        with output.open("a" if resuming else "w", encoding="utf-8") as f, chunks as encoded_input:
+            for batch, encoded in encoded_input:
+                predicted = scorer.predict(batch, encoded=encoded)
                 truncated += predicted.truncated
                 scores, std = predicted.scores, predicted.uncertainty
                 lines = (score_line(r, s, None if std is None else std[i]) for i, (r, s) in enumerate(zip(batch, scores, strict=True)))

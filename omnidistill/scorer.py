@@ -33,7 +33,7 @@ from flax import nnx
 from omnidistill.config import DataConfig, MeshConfig
 from omnidistill.data.level_dist import level_std
 from omnidistill.data.schema import Record, surrogate_error, validate_record
-from omnidistill.data.tokenize import RecordEncoder
+from omnidistill.data.tokenize import EncodedInputs, RecordEncoder
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
 from omnidistill.eval.predict import (
     checked_compiler_options,
@@ -231,14 +231,22 @@ class Scorer:
         return self.predict(records, progress=progress, encoder=encoder, batch_size=batch_size).scores
 
     def predict(
-        self, records: Sequence[Record], *, progress: bool = False, encoder: RecordEncoder | None = None, batch_size: int | None = None
+        self,
+        records: Sequence[Record],
+        *,
+        progress: bool = False,
+        encoder: RecordEncoder | None = None,
+        batch_size: int | None = None,
+        encoded: EncodedInputs | None = None,
     ) -> Prediction:
-        """:meth:`score_records` with the level distributions of a head that has them."""
+        """:meth:`score_records` with the level distributions of a head that has them. ``encoded``: the
+        records' token ids from ``encoder.encode_inputs(records)``, made ahead (not made again here)."""
         if not records:
             empty = np.zeros((0, len(DIMENSIONS)), np.float32)
             return Prediction(empty, np.zeros((0, len(DIMENSIONS), NUM_LEVELS), np.float32) if self.has_uncertainty else None)
         encoder = encoder or self.encoder
-        encoded = encoder.encode_inputs(records)  # one tokenizer pass gives the ids and the truncation count
+        if encoded is None:
+            encoded = encoder.encode_inputs(records)  # one tokenizer pass gives the ids and the truncation count
         out = predict_ids(
             self._predict,
             self.params,

@@ -417,7 +417,7 @@ class _ConstantScorer:
     def fingerprint(self):
         return "constant"
 
-    def predict(self, records):
+    def predict(self, records, encoded=None):
         from omnidistill.scorer import Prediction
 
         return Prediction(np.full((len(records), 4), 3.0, np.float32))
@@ -451,6 +451,47 @@ def test_scoring_a_file_holds_one_chunk_not_the_file(tmp_path, tiny_tokenizer_di
             tracemalloc.stop()
         assert done["items"] == n and len((tmp_path / f"out{n}.jsonl").read_text().splitlines()) == n
     assert peaks[1] < 1.3 * peaks[0], peaks
+
+
+def test_scoring_a_file_reads_and_tokenizes_the_next_chunk_while_one_is_scored(tmp_path, tiny_tokenizer_dir):
+    """score_file hands each chunk's token ids to the scorer (none made again there), and the next chunk
+    is read and tokenized while the scorer scores one: the host's input work overlaps the device's."""
+    import threading
+
+    from transformers import AutoTokenizer
+
+    from omnidistill.data.tokenize import RecordEncoder
+    from omnidistill.score_file import score_file
+
+    encoder = RecordEncoder(AutoTokenizer.from_pretrained(tiny_tokenizer_dir), 64)
+    tokenized = [threading.Event() for _ in range(4)]
+    calls = iter(tokenized)
+
+    class LoggingEncoder:
+        max_length = encoder.max_length
+
+        def encode_inputs(self, records):
+            out = encoder.encode_inputs(records)
+            next(calls).set()
+            return out
+
+    class OverlapScorer(_ConstantScorer):
+        scored = 0
+
+        def predict(self, records, encoded=None):
+            assert [len(x) for x in encoded.ids] == [len(x) for x in encoder.encode_inputs(records).ids]
+            following = self.scored + 1  # the next chunk, if there is one, is tokenized before this one is done
+            if following < 3:
+                assert tokenized[following].wait(timeout=30), f"chunk {following} was not read while chunk {self.scored} was scored"
+            self.scored += 1
+            return super().predict(records)
+
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps({"id": f"r{i}", "task": "qa", "lang": "en", "candidate": f"answer {i}"}) + "\n" for i in range(25)))
+    done = score_file(OverlapScorer(LoggingEncoder()), [path], tmp_path / "out.jsonl", chunk=10)
+    assert done["scored"] == 25 and [json.loads(x)["id"] for x in (tmp_path / "out.jsonl").read_text().splitlines()] == [
+        f"r{i}" for i in range(25)
+    ]
 
 
 def test_eval_of_an_exported_folder_names_import_and_the_hint_works(run_and_export, repo_root, tmp_path, capsys):
