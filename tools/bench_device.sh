@@ -18,12 +18,12 @@
 # (not in all): per case, the compiled peer then our training, back to back, so a call cut short
 # still leaves whole same-chip pairs (mbert, deberta and modernbert took 275 s on an H200; ettin-32m
 # and bert-large 170 s). graphs (not in all; default --only=mbert,bert-large): realistic-length
-# scoring with XLA's command buffers (CUDA graphs) as they are, off, and recorded once
+# scoring with XLA's command buffers (CUDA graphs) as they are and off, and (mbert) recorded once
 # (--xla-option), each profiled (enqueue time, device_busy, idle gaps), after the compiled peer; the
 # Scorer's own loop (--scorer-loop, mbert) with two batches in flight and, by the lever
-# scorer-reads-each-batch, with none; then with the bf16 kernels cast per call
+# scorer-reads-each-batch, with none; then (mbert) with the bf16 kernels cast per call
 # (kernels-cast-per-call). The eleventh lease's open questions (docs/benchmarks.md), most important
-# first: about 10 minutes on an H200, so a call cut short loses the last.
+# first: about 9 minutes on an H200 by that lease's run times, so a call cut short loses the last.
 set -euo pipefail
 stages="${1:-all}"
 only="${2:-}"
@@ -49,11 +49,12 @@ if [[ ",$stages," == *",graphs,"* ]]; then
   python3 .whl/peer_bench_torch.py --varlen --compile $cases | tee -a "$out/peer_varlen_compile.jsonl"
   python3 tools/bench_score.py --varlen $cases --profile /tmp/bench-graphs/default | tee -a "$out/ours_graphs.jsonl"
   python3 tools/bench_score.py --varlen --only=mbert --scorer-loop | tee -a "$out/ours_graphs.jsonl"  # the Scorer's own loop
-  for option in xla_gpu_enable_command_buffer= xla_gpu_command_buffer_update_mode=NEVER_UPDATE; do  # an option this JAX lacks stops only its run
-    python3 tools/bench_score.py --varlen $cases --xla-option "$option" --profile "/tmp/bench-graphs/${option%%=*}" | tee -a "$out/ours_graphs.jsonl" || true
-  done
+  python3 tools/bench_score.py --varlen $cases --xla-option xla_gpu_enable_command_buffer= --profile /tmp/bench-graphs/off | tee -a "$out/ours_graphs.jsonl" || true
+  # an option this JAX lacks stops only its own run (these two)
+  python3 tools/bench_score.py --varlen --only=mbert --xla-option xla_gpu_command_buffer_update_mode=NEVER_UPDATE \
+    --profile /tmp/bench-graphs/never-update | tee -a "$out/ours_graphs.jsonl" || true
   python3 tools/bench_levers.py scorer-reads-each-batch score --varlen --only=mbert --scorer-loop | tee -a "$out/ours_graphs.jsonl"
-  python3 tools/bench_levers.py kernels-cast-per-call score --varlen $cases | tee -a "$out/ours_graphs.jsonl"  # the Scorer's kernel cast undone
+  python3 tools/bench_levers.py kernels-cast-per-call score --varlen --only=mbert | tee -a "$out/ours_graphs.jsonl"  # the Scorer's kernel cast undone
 fi
 if [[ ",$stages," == *",pairs,"* ]]; then
   cases="${only#--only=}"
