@@ -57,7 +57,7 @@ def write_plots(records: Sequence[Record], pred: np.ndarray, report: dict, out_d
         ax.axhline(report["overall"]["mae"], color="k", ls="--", lw=1, label="overall")
         ax.set_title(f"MAE by {label}")
         ax.set_ylabel("MAE")
-        ax.legend()
+        ax.legend(loc="upper right")  # a fixed place: matplotlib's "best" search is timed, and warns when slow
     fig.tight_layout()
     paths.append(out_dir / f"{prefix}_error_by_group.png")
     fig.savefig(paths[-1], dpi=110)
@@ -69,7 +69,7 @@ def write_plots(records: Sequence[Record], pred: np.ndarray, report: dict, out_d
         ax.hist(gold[mask[:, d], d], bins=bins, alpha=0.6, label="gold")
         ax.hist(pred[mask[:, d], d], bins=bins, alpha=0.6, label="predicted")
         ax.set_title(dim)
-    axes[0].legend()
+    axes[0].legend(loc="upper left")
     fig.tight_layout()
     paths.append(out_dir / f"{prefix}_histograms.png")
     fig.savefig(paths[-1], dpi=110)
