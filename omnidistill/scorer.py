@@ -41,13 +41,13 @@ from omnidistill.eval.predict import (
     inference_packing,
     jitted_predict_fn,
     predict_ids,
+    scoring_params,
     token_budget,
     used_buckets,
     warm_up,
 )
-from omnidistill.models.kernel_casts import kernels_in_compute_dtype
 from omnidistill.models.scan import unstack_layers
-from omnidistill.parallel.mesh import build_mesh, replicated
+from omnidistill.parallel.mesh import build_mesh
 from omnidistill.runs.run_dir import is_run_directory
 
 log = logging.getLogger(__name__)
@@ -129,7 +129,7 @@ class Scorer:
 
     def __post_init__(self) -> None:
         self.mesh = build_mesh(MeshConfig())
-        self.params = jax.device_put(kernels_in_compute_dtype(self.graphdef, self.params), replicated(self.mesh))
+        self.params = scoring_params(self.graphdef, self.params, self.mesh)
         self.encoder = RecordEncoder.from_config(self.tokenizer, self.data)
         model = nnx.merge(self.graphdef, self.params)
         self.has_uncertainty = model.has_levels

@@ -18,8 +18,9 @@ from jax.sharding import Mesh
 from omnidistill.data.pipeline import InferencePacking, eval_dataset, packed_eval_dataset, process_slice
 from omnidistill.data.token_batches import TokenBudget, token_eval_dataset
 from omnidistill.dimensions import NUM_DIMENSIONS
+from omnidistill.models.kernel_casts import kernels_in_compute_dtype
 from omnidistill.models.regressor import make_predict_fn
-from omnidistill.parallel.mesh import MeshBoundFunction, batch_sharding, global_batch_array, under_mesh
+from omnidistill.parallel.mesh import MeshBoundFunction, batch_sharding, global_batch_array, replicated, under_mesh
 
 MODEL_INPUTS = ("input_ids", "attention_mask")
 """What ``predict_fn`` receives for padded batches (the warm-up compiles for exactly this structure)."""
@@ -91,6 +92,13 @@ def checked_compiler_options(options: Mapping[str, Any] | None, where: str) -> C
     return options
 
 
+def scoring_params(graphdef: Any, params: Any, mesh: Mesh) -> Any:
+    """``params`` as the scoring program takes them, for ``score`` and ``eval`` alike: the kernels of
+    layers that compute in bf16 cast once (:func:`kernels_in_compute_dtype`, the same scores), and
+    replicated over ``mesh``."""
+    return jax.device_put(kernels_in_compute_dtype(graphdef, params), replicated(mesh))
+
+
 def jitted_predict_fn(
     graphdef: Any,
     mesh: Mesh,
@@ -114,7 +122,7 @@ def _shard_multiple(size: int, mesh: Mesh) -> int:
 
 
 def _to_host(x: jax.Array | np.ndarray) -> np.ndarray:
-    if jax.process_count() == 1 or isinstance(x, np.ndarray):
+    if jax.process_count() == 1:  # an array of this process's devices, or the host's own (an index)
         return np.asarray(x)
     return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
@@ -186,7 +194,7 @@ def predict_ids(
     for local in ds:
         batch = {k: global_batch_array(local[k], sharding) for k in input_keys(local)}  # exactly what warm_up compiled for
         scores = predict_fn(params, batch)
-        if isinstance(scores, jax.Array) and scores.is_fully_addressable:
+        if scores.is_fully_addressable:
             scores.copy_to_host_async()  # the copy back starts when the program ends, not when it is read
         pending.append((scores, _batch_index(local, sharding)))
         if len(pending) > in_flight:

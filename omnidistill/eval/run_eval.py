@@ -28,14 +28,14 @@ from omnidistill.eval.predict import (
     inference_packing,
     jitted_predict_fn,
     predict_ids,
+    scoring_params,
     token_budget,
     used_buckets,
     warm_up,
 )
 from omnidistill.eval.report import build_report, mean_baseline, train_mean_labels, write_report
 from omnidistill.eval.uncertainty import uncertainty_report
-from omnidistill.models.kernel_casts import kernels_in_compute_dtype
-from omnidistill.parallel.mesh import build_mesh, replicated
+from omnidistill.parallel.mesh import build_mesh
 from omnidistill.runs.load import load_trained
 from omnidistill.storage import files_at_hand, is_file
 
@@ -135,7 +135,7 @@ def evaluate_run(
             cfg.data.truncation,
         )
     mesh = build_mesh(MeshConfig())
-    params = jax.device_put(kernels_in_compute_dtype(graphdef, params), replicated(mesh))  # bf16 layers: cast once
+    params = scoring_params(graphdef, params, mesh)
     model = nnx.merge(graphdef, params)
     levels = model.has_levels
     bs = batch_size or cfg.eval.batch_size

@@ -11,8 +11,13 @@ from omnidistill.parallel.mesh import build_mesh
 class ReadLogged:
     """A batch's scores whose reading back (``np.asarray``) is logged, as a device array's would wait."""
 
+    is_fully_addressable = True
+
     def __init__(self, batch: int, values: np.ndarray, log: list[str]):
         self.batch, self.values, self.log = batch, values, log
+
+    def copy_to_host_async(self) -> None:
+        """A device array's copy back starts here; reading it is what waits."""
 
     def __array__(self, dtype=None, copy=None):
         self.log.append(f"read {self.batch}")
