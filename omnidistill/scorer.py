@@ -30,24 +30,14 @@ import jax
 import numpy as np
 from flax import nnx
 
-from omnidistill.config import DataConfig, MeshConfig
+from omnidistill.config import DataConfig
 from omnidistill.data.level_dist import level_std
 from omnidistill.data.schema import Record, surrogate_error, validate_record
 from omnidistill.data.tokenize import EncodedInputs, RecordEncoder
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
-from omnidistill.eval.predict import (
-    checked_compiler_options,
-    inference_buckets,
-    inference_packing,
-    jitted_predict_fn,
-    predict_ids,
-    scoring_params,
-    token_budget,
-    used_buckets,
-    warm_up,
-)
+from omnidistill.eval.predict import checked_compiler_options
+from omnidistill.eval.program import ScoringProgram
 from omnidistill.models.scan import unstack_layers
-from omnidistill.parallel.mesh import build_mesh
 from omnidistill.runs.run_dir import is_run_directory
 
 log = logging.getLogger(__name__)
@@ -128,18 +118,20 @@ class Scorer:
     """The dtype ``graphdef`` computes in (``eval.compute_dtype``; :meth:`load` builds it so)."""
 
     def __post_init__(self) -> None:
-        self.mesh = build_mesh(MeshConfig())
-        self.params = scoring_params(self.graphdef, self.params, self.mesh)
-        self.encoder = RecordEncoder.from_config(self.tokenizer, self.data)
-        model = nnx.merge(self.graphdef, self.params)
-        self.has_uncertainty = model.has_levels
-        self.packing = inference_packing(self.pack_length, self.batch_size, self.max_length)
         self.compiler_options = checked_compiler_options(self.compiler_options, "eval.compiler_options")
-        self._predict = jitted_predict_fn(
-            self.graphdef, self.mesh, levels=self.has_uncertainty, packing=self.packing, compiler_options=self.compiler_options
+        self.program = ScoringProgram.build(
+            self.graphdef,
+            self.params,
+            max_length=self.max_length,
+            batch_size=self.batch_size,
+            length_step=self.length_step,
+            pack_length=self.pack_length,
+            batch_tokens=self.batch_tokens,
+            compiler_options=self.compiler_options,
         )
-        self.buckets = inference_buckets(self.max_length, self.length_step)
-        self.budget = token_budget(self.batch_tokens, self.mesh, self.buckets, unpadded=model.takes_token_index and self.packing is None)
+        self.params = self.program.params
+        self.has_uncertainty = self.program.levels
+        self.encoder = RecordEncoder.from_config(self.tokenizer, self.data)
 
     @property
     def max_length(self) -> int:
@@ -182,10 +174,10 @@ class Scorer:
         folder)."""
         path = Path(path)
         if is_run_directory(path):
-            from omnidistill.runs.load import load_trained
+            from omnidistill.runs.load import load_trained, scoring_dtype
 
             cfg, graphdef, params, tokenizer, _ = load_trained(path, checkpoint, compute_dtype)
-            dtype = compute_dtype or cfg.eval.compute_dtype
+            dtype = scoring_dtype(cfg, compute_dtype)
             pack = cfg.eval.pack_length if pack_length is None else pack_length
             tokens = cfg.eval.batch_tokens if batch_tokens is None else batch_tokens
             options = {**cfg.eval.compiler_options, **(compiler_options or {})}
@@ -215,13 +207,7 @@ class Scorer:
     def warm_up(self, records: Sequence[Record] | None = None) -> None:
         """Compile the prediction function for the padded lengths ``records`` need (all of them when None),
         so that timings exclude compilation."""
-        if records is None:
-            buckets = self.buckets
-        else:
-            buckets = used_buckets(self.encoder.full_lengths(list(records)), self.max_length, self.buckets)
-        warm_up(
-            self._predict, self.params, self.mesh, batch_size=self.batch_size, buckets=buckets, packing=self.packing, budget=self.budget
-        )
+        self.program.warm_up(None if records is None else self.encoder.full_lengths(list(records)))
 
     def score_records(
         self, records: Sequence[Record], *, progress: bool = False, encoder: RecordEncoder | None = None, batch_size: int | None = None
@@ -247,20 +233,8 @@ class Scorer:
         encoder = encoder or self.encoder
         if encoded is None:
             encoded = encoder.encode_inputs(records)  # one tokenizer pass gives the ids and the truncation count
-        out = predict_ids(
-            self._predict,
-            self.params,
-            encoded.ids,
-            self.mesh,
-            pad_id=encoder.pad_id,
-            batch_size=batch_size or self.batch_size,
-            buckets=self.buckets,
-            packing=self.packing,
-            budget=None if batch_size else self.budget,
-            progress=progress,
-        )
-        levels = (out[..., 0], out[..., 1:]) if self.has_uncertainty else (out, None)
-        return Prediction(*levels, truncated=encoded.truncated)
+        scores, level_probs = self.program.predict(encoded.ids, pad_id=encoder.pad_id, batch_size=batch_size, progress=progress)
+        return Prediction(scores, level_probs, truncated=encoded.truncated)
 
     def warn_truncated(self, count: int) -> None:
         """Warn that ``count`` scored inputs were over the model's ``max_length`` and cut (none: silent)."""

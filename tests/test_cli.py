@@ -217,14 +217,14 @@ def test_a_bad_lang_weights_file_is_refused_before_any_work(trained_run, tmp_pat
     def no_scoring(*_a, **_k):
         raise AssertionError("eval scored the items before reading --lang-weights")
 
-    monkeypatch.setattr("omnidistill.eval.run_eval.predict_ids", no_scoring)
+    monkeypatch.setattr("omnidistill.eval.program.ScoringProgram.predict", no_scoring)
     assert main(["eval", str(run), "--bootstrap", "0", "--no-plots", "--out", str(tmp_path / "e"), "--lang-weights", str(bad)]) == 2
     assert f"{bad}: weight of 'hi' must be a non-negative number" in capsys.readouterr().err
 
 
 def test_an_eval_folder_that_cannot_be_written_fails_before_the_scoring(trained_tiny, tmp_path, capsys, monkeypatch):
     """The report folder was made only when the reports were written, after the scoring and the bootstrap."""
-    monkeypatch.setattr("omnidistill.eval.run_eval.predict_ids", lambda *a, **k: pytest.fail("eval scored the items"))
+    monkeypatch.setattr("omnidistill.eval.program.ScoringProgram.predict", lambda *a, **k: pytest.fail("eval scored the items"))
     (tmp_path / "a_file").write_text("mine")
     for out, message in [(tmp_path / "a_file", "is a file: eval writes its reports into a folder"), (tmp_path / "a_file" / "sub", "")]:
         assert main(["eval", str(trained_tiny), "--bootstrap", "0", "--no-plots", "--out", str(out)]) == 2
@@ -234,7 +234,7 @@ def test_an_eval_folder_that_cannot_be_written_fails_before_the_scoring(trained_
 
 def test_a_bad_compare_file_fails_before_the_scoring(trained_tiny, repo_root, tmp_path, capsys, monkeypatch):
     """``--compare`` files were read after the scoring pass."""
-    monkeypatch.setattr("omnidistill.eval.run_eval.predict_ids", lambda *a, **k: pytest.fail("eval scored the items"))
+    monkeypatch.setattr("omnidistill.eval.program.ScoringProgram.predict", lambda *a, **k: pytest.fail("eval scored the items"))
     judge = tmp_path / "judge.jsonl"
     judge.write_text(json.dumps({"id": "test-0000", "labels": {"clarity": 3}}) + "\n")
     data = repo_root / "data" / "sample" / "test.jsonl"

@@ -82,8 +82,8 @@ def test_warm_up_compiles_the_packed_rows_and_only_the_long_items_buckets(tokeni
     padded, packed = scorers("bert", tokenizer)
     packed = Scorer(packed.graphdef, packed.params, tokenizer, packed.data, batch_size=8, length_step=32, pack_length=PACK_LENGTH)
     packed.warm_up(records)
-    compiled = packed._predict._cache_size()
+    compiled = packed.program.predict_fn._cache_size()
     long_buckets = {-(-min(n, MAX_LENGTH) // 32) * 32 for n in padded.encoder.full_lengths(records) if min(n, MAX_LENGTH) > PACK_LENGTH}
     assert compiled == 1 + len(long_buckets)
     packed.score_records(records)
-    assert packed._predict._cache_size() == compiled
+    assert packed.program.predict_fn._cache_size() == compiled

@@ -193,10 +193,10 @@ def test_one_compiled_function_per_length_bucket(run_and_export, repo_root):
     texts = [r.candidate for r in records]
     scorer.score(candidates=texts, sources=[r.source for r in records])
     batches = -(-len(texts) // 8)
-    compiled = scorer._predict._cache_size()
-    assert 1 <= compiled <= len(scorer.buckets) < batches
+    compiled = scorer.program.predict_fn._cache_size()
+    assert 1 <= compiled <= len(scorer.program.buckets) < batches
     scorer.score(candidates=texts[::-1], sources=[r.source for r in records][::-1])
-    assert scorer._predict._cache_size() == compiled  # a second call reuses them
+    assert scorer.program.predict_fn._cache_size() == compiled  # a second call reuses them
 
 
 def test_warm_up_compiles_exactly_what_scoring_then_uses(run_and_export, repo_root):
@@ -206,9 +206,9 @@ def test_warm_up_compiles_exactly_what_scoring_then_uses(run_and_export, repo_ro
     records = read_records(repo_root / "data" / "sample" / "test.jsonl")[0][:40]
     scorer = Scorer.load(run_and_export[0], batch_size=8)
     scorer.warm_up(records)
-    compiled = scorer._predict._cache_size()
+    compiled = scorer.program.predict_fn._cache_size()
     scorer.score_records(records)
-    assert scorer._predict._cache_size() == compiled >= 1
+    assert scorer.program.predict_fn._cache_size() == compiled >= 1
 
 
 def test_batches_filled_by_tokens_score_as_batches_of_items(run_and_export, repo_root, tmp_path):
@@ -219,8 +219,9 @@ def test_batches_filled_by_tokens_score_as_batches_of_items(run_and_export, repo
     run, hf = run_and_export
     records = read_records(repo_root / "data" / "sample" / "test.jsonl")[0][:64]
     by_tokens, by_items = Scorer.load(hf, batch_tokens=512), Scorer.load(hf, batch_tokens=0)
-    assert by_tokens.budget.groups == len(jax.devices()) and by_tokens.budget.per_group == 512 and by_items.budget is None
-    assert Scorer.load(hf).budget is None  # unset on several batch shards: batches of items
+    budget = by_tokens.program.budget
+    assert budget.groups == len(jax.devices()) and budget.per_group == 512 and by_items.program.budget is None
+    assert Scorer.load(hf).program.budget is None  # unset on several batch shards: batches of items
     b = by_items.score_records(records)
     assert np.max(np.abs(b - b[::-1])) > 1e-3  # items score apart by far more than the tolerance: a mix-up would show
     data = tmp_path / "in.jsonl"
@@ -275,7 +276,9 @@ def test_batches_are_sorted_by_tokens_not_characters(run_and_export):
     assert lengths[2] < lengths[1] < lengths[0] and len(few_tokens.candidate) > len(many_tokens.candidate)
     batches = [
         b["index"].tolist()
-        for b in eval_dataset(scorer.encoder.token_ids_many(records), pad_id=scorer.encoder.pad_id, global_batch=2, buckets=scorer.buckets)
+        for b in eval_dataset(
+            scorer.encoder.token_ids_many(records), pad_id=scorer.encoder.pad_id, global_batch=2, buckets=scorer.program.buckets
+        )
     ]
     assert batches == [[2, -1], [1, 0]]
 
@@ -550,7 +553,7 @@ def test_xla_options_reach_the_scoring_program_and_unknown_ones_fail_by_name(run
         seen.update(kwargs)
         raise RuntimeError("stopped before scoring")
 
-    monkeypatch.setattr(run_eval, "jitted_predict_fn", stop)
+    monkeypatch.setattr(run_eval.ScoringProgram, "build", stop)
     args = ["eval", str(run), "--no-plots", "--bootstrap", "0", "--out", str(tmp_path / "ev")]
     assert main([*args, "--xla-option", "xla_gpu_graph_min_graph_size=3"]) == 2 and "stopped before scoring" in capsys.readouterr().err
     assert seen["compiler_options"] == {"xla_gpu_graph_min_graph_size": 3}

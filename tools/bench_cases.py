@@ -23,14 +23,8 @@ from omnidistill.cli import xla_option
 from omnidistill.config import LossConfig, MeshConfig, ModelConfig, OptimConfig
 from omnidistill.data.pipeline import bucket_length, packed_eval_dataset
 from omnidistill.data.token_batches import TokenBudget, token_eval_dataset
-from omnidistill.eval.predict import (
-    checked_compiler_options,
-    inference_buckets,
-    inference_packing,
-    jitted_predict_fn,
-    predict_ids,
-    token_budget,
-)
+from omnidistill.eval.predict import checked_compiler_options, inference_buckets, inference_packing
+from omnidistill.eval.program import ScoringProgram
 from omnidistill.models.kernel_casts import kernels_in_compute_dtype
 from omnidistill.models.layers import predicting, resolve_attention
 from omnidistill.models.registry import get_family
@@ -475,20 +469,22 @@ def bench_score_varlen(
             for row, n in enumerate(group):
                 real[row, :n] = 1
             layouts.append({"attention_mask": real})
-    predict = jax.jit(make_predict_fn(graphdef, num_segments=slots), compiler_options=compiler_options or None)
-    batches = []
+    batches = []  # as numpy: the scorer loop uses them only for the padding and shape counts
     for layout in layouts:
         real = layout["attention_mask"]
         ids = rng.integers(5, hf["vocab_size"], real.shape) * real
-        batches.append({**{k: jnp.asarray(v) for k, v in layout.items()}, "input_ids": jnp.asarray(ids, jnp.int32)})
-
-    def one_pass():
-        return [predict(params, b) for b in batches]
-
+        batches.append({**layout, "input_ids": ids.astype(np.int32)})
     if scorer_loop:
         tokens = batch_tokens if model.takes_token_index else 0
         batching = dict(batch=batch, pack_length=pack_length, batch_tokens=tokens, length_step=length_step)
-        predict, one_pass = _scorer_loop_pass(graphdef, params, lengths, max_length, hf["vocab_size"], compiler_options, **batching)
+        program, one_pass = _scorer_loop_pass(graphdef, params, lengths, max_length, hf["vocab_size"], compiler_options, **batching)
+        predict, params = program.predict_fn, program.params
+    else:
+        predict = jax.jit(make_predict_fn(graphdef, num_segments=slots), compiler_options=compiler_options or None)
+        placed = [{k: jnp.asarray(v) for k, v in b.items()} for b in batches]
+
+        def one_pass():
+            return [predict(params, b) for b in placed]
 
     jax.block_until_ready(one_pass())  # compile every padded length
     enqueued = []
@@ -542,19 +538,22 @@ def _scorer_loop_pass(
     batch_tokens: int,
     length_step: int,
 ) -> tuple[Any, Any]:
-    """(the Scorer's jitted predict function, one pass of :func:`predict_ids` over random token ids of
-    these lengths) with the Scorer's mesh and batching: ``batch`` items, or packed rows of
-    ``pack_length``, or ``batch_tokens`` real tokens."""
-    mesh = build_mesh(MeshConfig())
-    params = jax.device_put(params, replicated(mesh))
+    """(the Scorer's :class:`ScoringProgram` with its mesh and batching: ``batch`` items, or packed rows
+    of ``pack_length``, or ``batch_tokens`` real tokens; one pass of its loop, :func:`predict_ids`,
+    over random token ids of these lengths)."""
+    program = ScoringProgram.build(
+        graphdef,
+        params,
+        max_length=max_length,
+        batch_size=batch,
+        length_step=length_step,
+        pack_length=pack_length,
+        batch_tokens=batch_tokens,
+        compiler_options=compiler_options,
+    )
     rng = np.random.default_rng(1)
     ids = [rng.integers(5, vocab_size, min(n, max_length)).astype(np.int32) for n in lengths]
-    buckets = inference_buckets(max_length, length_step)
-    packing = inference_packing(pack_length, batch, max_length)
-    budget = token_budget(batch_tokens, mesh, buckets, unpadded=packing is None)
-    predict = jitted_predict_fn(graphdef, mesh, packing=packing, compiler_options=compiler_options)
-    batching = dict(pad_id=0, batch_size=batch, buckets=buckets, packing=packing, budget=budget)
-    return predict, lambda: [predict_ids(predict, params, ids, mesh, **batching)]
+    return program, lambda: [program.predict(ids, pad_id=0)[0]]
 
 
 def _profiled_pass(trace_dir: Path, predict: Any, params: Any, batches: list[dict], one_pass: Any) -> dict:

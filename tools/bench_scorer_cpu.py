@@ -134,11 +134,11 @@ def shape_times(folder: Path, shapes: list[tuple[int, int]], repeat: int) -> lis
     for batch, tokens in shapes:
         ids = np.random.default_rng(0).integers(1000, 20000, (batch, tokens)).astype(np.int32)
         inputs = {"input_ids": jax.device_put(ids), "attention_mask": jax.device_put(np.ones_like(ids))}
-        jax.block_until_ready(scorer._predict(scorer.params, inputs))
+        jax.block_until_ready(scorer.program.predict_fn(scorer.params, inputs))
         ours = theirs = float("inf")
         for _ in range(repeat):
             start = time.perf_counter()
-            jax.block_until_ready(scorer._predict(scorer.params, inputs))
+            jax.block_until_ready(scorer.program.predict_fn(scorer.params, inputs))
             ours = min(ours, time.perf_counter() - start)
         with torch.inference_mode():
             model(input_ids=torch.tensor(ids, dtype=torch.long))
@@ -230,7 +230,7 @@ def main() -> None:
                 "batch_size": args.batch_size,
                 "length_step": args.length_step,
                 "pack_length": args.pack_length,
-                "batch_tokens": scorer.budget.tokens if scorer.budget else 0,
+                "batch_tokens": scorer.program.budget.tokens if scorer.program.budget else 0,
                 "data": f"varlen:{args.varlen}" if args.varlen else args.data,
                 "real_tokens": int(sum(min(n, scorer.max_length) for n in scorer.encoder.full_lengths(records))),
                 "max_length": scorer.max_length,

@@ -10,9 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
-from flax import nnx
 
-from omnidistill.config import MeshConfig
 from omnidistill.data.level_dist import level_std
 from omnidistill.data.schema import DataError
 from omnidistill.data.sources import read_records, refuse_duplicate_ids
@@ -22,21 +20,11 @@ from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.compare import compare_judges, comparison_markdown, load_predictions
 from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.plots import write_calibration_plot, write_plots
-from omnidistill.eval.predict import (
-    checked_compiler_options,
-    inference_buckets,
-    inference_packing,
-    jitted_predict_fn,
-    predict_ids,
-    scoring_params,
-    token_budget,
-    used_buckets,
-    warm_up,
-)
+from omnidistill.eval.predict import checked_compiler_options
+from omnidistill.eval.program import ScoringProgram
 from omnidistill.eval.report import build_report, mean_baseline, train_mean_labels, write_report
 from omnidistill.eval.uncertainty import uncertainty_report
-from omnidistill.parallel.mesh import build_mesh
-from omnidistill.runs.load import load_trained
+from omnidistill.runs.load import load_trained, scoring_dtype
 from omnidistill.storage import files_at_hand, is_file
 
 log = logging.getLogger(__name__)
@@ -101,7 +89,7 @@ def evaluate_run(
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out {out_dir} is a file: eval writes its reports into a folder")
     cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint, compute_dtype)
-    dtype = compute_dtype or cfg.eval.compute_dtype
+    dtype = scoring_dtype(cfg, compute_dtype)
     options = checked_compiler_options({**cfg.eval.compiler_options, **(compiler_options or {})}, "eval.compiler_options")
     weights_file = lang_weights or cfg.eval.lang_weights  # read before scoring: a bad file costs no scoring pass
     weights = load_group_weights(weights_file) if weights_file else None
@@ -134,23 +122,21 @@ def evaluate_run(
             cfg.data.max_length,
             cfg.data.truncation,
         )
-    mesh = build_mesh(MeshConfig())
-    params = scoring_params(graphdef, params, mesh)
-    model = nnx.merge(graphdef, params)
-    levels = model.has_levels
-    bs = batch_size or cfg.eval.batch_size
-    packing = inference_packing(cfg.eval.pack_length if pack_length is None else pack_length, bs, cfg.data.max_length)
-    predict_fn = jitted_predict_fn(graphdef, mesh, levels=levels, packing=packing, compiler_options=options)
-    buckets = inference_buckets(cfg.data.max_length, cfg.eval.length_step)
     tokens = (0 if batch_size else cfg.eval.batch_tokens) if batch_tokens is None else batch_tokens
-    budget = token_budget(tokens, mesh, buckets, unpadded=model.takes_token_index and packing is None)
-    used = used_buckets(encoded.full_lengths, encoder.max_length, buckets)
-    warm_up(predict_fn, params, mesh, batch_size=bs, buckets=used, packing=packing, budget=budget)
+    program = ScoringProgram.build(
+        graphdef,
+        params,
+        max_length=cfg.data.max_length,
+        batch_size=batch_size or cfg.eval.batch_size,
+        length_step=cfg.eval.length_step,
+        pack_length=cfg.eval.pack_length if pack_length is None else pack_length,
+        batch_tokens=tokens,
+        compiler_options=options,
+    )
+    program.warm_up(encoded.full_lengths)
     start = time.perf_counter()
-    batching = dict(batch_size=bs, buckets=buckets, packing=packing, budget=budget)
-    out = predict_ids(predict_fn, params, encoded.ids, mesh, pad_id=encoder.pad_id, **batching)
+    pred, level_probs = program.predict(encoded.ids, pad_id=encoder.pad_id)
     seconds = tokenize_seconds + time.perf_counter() - start  # tokenization included, compilation (warm_up) not
-    pred, level_probs = (out[..., 0], out[..., 1:]) if levels else (out, None)
     report = build_report(records, pred, bootstrap_samples=bootstrap_samples, null=null, lang_weights=weights)
     baseline = train_mean_baseline(cfg, records, report["overall"]["mae_dims"])
     if baseline is not None:

@@ -22,12 +22,18 @@ def trained_model_shapes(cfg: Config, hf_config: dict[str, Any], tok_dir: Path, 
     return abstract_regressor(dataclasses.replace(cfg.model, init_from=None, tokenizer=str(tok_dir)), hf_config, dtype=dtype)
 
 
+def scoring_dtype(cfg: Config, requested: str | None) -> str:
+    """The dtype a trained run scores in: ``requested`` (``--dtype``, ``compute_dtype=``), else the
+    run's ``eval.compute_dtype``."""
+    return requested or cfg.eval.compute_dtype
+
+
 def load_trained(run_dir: str | Path, checkpoint: str = "best", compute_dtype: str | None = "float32") -> tuple[Any, Any, Any, Any, int]:
     """(config, graphdef, params, tokenizer, step) of a run's ``best`` or ``latest`` checkpoint: float32
     parameters, a graph that computes in ``compute_dtype`` (None: the run's ``eval.compute_dtype``)."""
     run_dir = Path(run_dir)
     cfg, hf_config, tok_dir = load_run_metadata(run_dir)
-    dtype = dtype_named(compute_dtype or cfg.eval.compute_dtype)
+    dtype = dtype_named(scoring_dtype(cfg, compute_dtype))
     model = trained_model_shapes(cfg, hf_config, tok_dir, dtype)  # the checkpoint gives every value
     graphdef, params_state = nnx.split(model, nnx.Param)
     sub = {"best": "best", "latest": "checkpoints"}[checkpoint]
