@@ -39,7 +39,7 @@ OUTPUT_FIELDS = tuple(f.name for f in dataclasses.fields(Record) if f.name not i
 ``dataclasses.asdict`` deep-copies every field and took 30% of scoring a tiny model's file."""
 
 
-def score_line(record: Record, scores: np.ndarray, uncertainty: np.ndarray | None = None) -> str:
+def score_line(record: Record, scores: Sequence[float], uncertainty: Sequence[float] | None = None) -> str:
     """One output line: the record's fields that are set, without labels, plus ``scores`` (and
     ``uncertainty``, the standard deviations of a level-distribution head)."""
     item = {k: v for k in OUTPUT_FIELDS if (v := getattr(record, k)) not in (None, (), [])}
@@ -47,6 +47,13 @@ def score_line(record: Record, scores: np.ndarray, uncertainty: np.ndarray | Non
     if uncertainty is not None:
         item["uncertainty"] = dict(zip(DIMENSIONS, map(float, uncertainty), strict=True))
     return json.dumps(item, ensure_ascii=False) + "\n"
+
+
+def score_lines(records: Sequence[Record], scores: np.ndarray, uncertainty: np.ndarray | None = None) -> str:
+    """:func:`score_line` of each record and its row of ``scores`` (and of ``uncertainty``), joined."""
+    rows = scores.tolist()  # Python floats at once, not each number of each row on its own
+    stds = [None] * len(rows) if uncertainty is None else uncertainty.tolist()
+    return "".join(score_line(r, s, u) for r, s, u in zip(records, rows, stds, strict=True))
 
 
 @dataclasses.dataclass
@@ -58,8 +65,27 @@ class GroupMeans:
 
     def add(self, record: Record, scores: np.ndarray) -> None:
         for group in ("all", f"task={record.task}", f"lang={record.lang}"):
-            self.sums[group] = self.sums.get(group, 0.0) + np.asarray(scores, np.float64)
-            self.counts[group] = self.counts.get(group, 0) + 1
+            self._add(group, np.asarray(scores, np.float64), 1)
+
+    def add_chunk(self, records: Sequence[Record], scores: np.ndarray) -> None:
+        """:meth:`add` of each record and its row of ``scores`` [N, 4], summed per group in numpy (a
+        loop of :meth:`add` cost 4.6 µs an item, as much as a quarter of writing the lines)."""
+        if not len(records):
+            return
+        scores = np.asarray(scores, np.float64)
+        if len(scores) != len(records):
+            raise ValueError(f"{len(records)} records but {len(scores)} rows of scores")
+        self._add("all", scores.sum(axis=0), len(records))
+        for kind in ("task", "lang"):
+            names, group = np.unique([getattr(r, kind) for r in records], return_inverse=True)
+            sums = np.zeros((len(names), scores.shape[1]))
+            np.add.at(sums, group, scores)
+            for name, total, count in zip(names, sums, np.bincount(group), strict=True):
+                self._add(f"{kind}={name}", total, int(count))
+
+    def _add(self, group: str, total: np.ndarray, count: int) -> None:
+        self.sums[group] = self.sums.get(group, 0.0) + total
+        self.counts[group] = self.counts.get(group, 0) + count
 
     def table(self) -> str:
         """Markdown: items and mean scores per group (all, then tasks, then languages)."""
@@ -196,12 +222,10 @@ def score_file(
                 predicted = scorer.predict(batch, encoded=encoded)
                 truncated += predicted.truncated
                 scores, std = predicted.scores, predicted.uncertainty
-                lines = (score_line(r, s, None if std is None else std[i]) for i, (r, s) in enumerate(zip(batch, scores, strict=True)))
-                f.write("".join(lines))
+                f.write(score_lines(batch, scores, std))
                 f.flush()
                 os.fsync(f.fileno())
-                for r, s in zip(batch, scores, strict=True):
-                    means.add(r, s)
+                means.add_chunk(batch, scores)
                 scored += len(batch)
                 if bar is not None:
                     bar.update(len(batch))

@@ -711,3 +711,16 @@ def test_op_mix_counts_a_loops_body_once_not_the_loop_around_it(repo_root, tmp_p
     assert not any(name.startswith("while") for name, _ in events)
     assert any(ops.get(name, ("",))[0] == "matmul" for name, _ in events)
     assert sum(us for _, us in events) <= wall_us
+
+
+def test_bench_score_file_host_only_runs_score_with_fixed_scores(trained_tiny, repo_root, monkeypatch, capsys):
+    """``--host-only`` runs ``score_file`` through every chunk with the run's tokenizer and a stand-in
+    for the model, and times each part of the host work."""
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    import bench_score_file
+
+    capsys.readouterr()
+    bench_score_file.main(["--model", str(trained_tiny), "--host-only", "--lines", "300", "--chunk", "64"])
+    row = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert row["mode"] == "host-only" and row["lines"] == row["written"] == 300 and row["items_per_s"] > 0
+    assert all(row[f"{part}_us_per_item"] > 0 for part in ("read", "tokenize", "write", "means"))

@@ -9,18 +9,33 @@ The shipped test split is replicated to each size in ``--lines`` (ids made uniqu
     python tools/bench_score_file.py --model runs/tiny-export                    # 100k and 1M lines
     python tools/bench_score_file.py --model runs/tiny-export --lines 2000 8000   # a quick look
     python tools/bench_score_file.py --model runs/tiny-export --format csv        # the same items as CSV
+    python tools/bench_score_file.py --model runs/tiny-export --host-only --lines 20000  # score's host work alone
+
+``--host-only`` measures what ``score`` does besides the model, in this process: ``score_file`` with
+the model's own tokenizer and input settings, but a stand-in that returns fixed scores at once for the
+model's forward pass (and its batching). Its items/s is the most ``score`` can reach on this host
+whatever the device. Each part is also timed alone, one thread, in µs per item: reading and checking
+the records, tokenizing them (``encode_inputs``, chunk by chunk), writing the output lines and adding
+to the running means. On a GPU, reading, writing and the means run under Python's lock and add up;
+tokenizing runs mostly in the tokenizer's own threads.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from omnidistill.dimensions import NUM_DIMENSIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample" / "test.jsonl"
@@ -80,18 +95,85 @@ def measure(model: str, lines: int, workdir: Path, chunk: int, kind: str = "json
     }
 
 
+@dataclasses.dataclass
+class FixedScores:
+    """A loaded Scorer whose predictions are 3.0 on every dimension, made at once: ``score_file`` then
+    does all its host work (reading, tokenizing, writing, means) and nothing else."""
+
+    scorer: Any
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.scorer, name)
+
+    def predict(self, records: list, *, encoded: Any = None, **_: Any) -> Any:
+        from omnidistill.scorer import Prediction
+
+        return Prediction(np.full((len(records), NUM_DIMENSIONS), 3.0, np.float32), truncated=encoded.truncated if encoded else 0)
+
+
+def microseconds_per_item(seconds: float, items: int) -> float:
+    return round(1e6 * seconds / items, 1)
+
+
+def host_only(model: str, lines: int, workdir: Path, chunk: int, kind: str = "jsonl") -> dict:
+    """``score``'s host work on ``lines`` replicated sample items, the model replaced by
+    :class:`FixedScores` (module docstring): items/s of the whole, and µs per item of each part."""
+    from omnidistill.data.sources import RecordStream
+    from omnidistill.score_file import GroupMeans, score_file, score_lines
+    from omnidistill.scorer import Scorer
+
+    data, out = workdir / f"in-{lines}.{kind}", workdir / f"host-{lines}.jsonl"
+    replicate(data, lines)
+    scorer = FixedScores(Scorer.load(model))
+    out.unlink(missing_ok=True)
+    start = time.perf_counter()
+    score_file(scorer, [data], out, chunk=chunk)
+    seconds = time.perf_counter() - start
+    parts = {}
+    start = time.perf_counter()
+    records = list(RecordStream([data], require_labels=False))
+    parts["read"] = time.perf_counter() - start
+    start = time.perf_counter()
+    for i in range(0, len(records), chunk):
+        scorer.encoder.encode_inputs(records[i : i + chunk])
+    parts["tokenize"] = time.perf_counter() - start
+    scores = np.full((len(records), NUM_DIMENSIONS), 3.0, np.float32)
+    start = time.perf_counter()
+    for i in range(0, len(records), chunk):
+        score_lines(records[i : i + chunk], scores[i : i + chunk])
+    parts["write"] = time.perf_counter() - start
+    start = time.perf_counter()
+    means = GroupMeans()
+    for i in range(0, len(records), chunk):
+        means.add_chunk(records[i : i + chunk], scores[i : i + chunk])
+    parts["means"] = time.perf_counter() - start
+    return {
+        "mode": "host-only",
+        "format": kind,
+        "lines": lines,
+        "written": sum(1 for _ in out.open(encoding="utf-8")),
+        "wall_s": round(seconds, 2),
+        "items_per_s": round(lines / seconds),
+        **{f"{name}_us_per_item": microseconds_per_item(t, len(records)) for name, t in parts.items()},
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="run directory or exported folder to score with")
     parser.add_argument("--lines", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--chunk", type=int, default=4096)
     parser.add_argument("--format", choices=["jsonl", "csv"], default="jsonl", help="the input file's format (default jsonl)")
+    parser.add_argument("--host-only", action="store_true", help="score's host work alone, the model replaced by fixed scores")
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.lines:
-            rows.append(measure(args.model, n, Path(tmp), args.chunk, args.format))
+            run = host_only if args.host_only else measure
+            rows.append(run(args.model, n, Path(tmp), args.chunk, args.format))
             print(json.dumps(rows[-1]), flush=True)
+    if args.host_only:
+        return
     print("| input | lines | peak RssAnon (GB) | wall (s) | items/s |\n|---|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['format']} | {r['lines']:,} | {r['peak_RssAnon_GB']} | {r['wall_s']} | {r['items_per_s']:,} |")
