@@ -724,3 +724,6 @@ def test_bench_score_file_host_only_runs_score_with_fixed_scores(trained_tiny, r
     row = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert row["mode"] == "host-only" and row["lines"] == row["written"] == 300 and row["items_per_s"] > 0
     assert all(row[f"{part}_us_per_item"] > 0 for part in ("read", "tokenize", "write", "means"))
+    bench_score_file.main(["--tokenizer", str(repo_root / "assets" / "tiny-wordpiece"), "--host-only", "--lines", "100"])
+    row = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert row["lines"] == row["written"] == 100  # no model: a tokenizer folder and the default data settings

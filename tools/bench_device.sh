@@ -22,7 +22,8 @@
 # (--xla-option), each profiled (enqueue time, device_busy, idle gaps), after the compiled peer; the
 # Scorer's own loop (--scorer-loop, mbert) with two batches in flight and, by the lever
 # scorer-reads-each-batch, with none; then (mbert) with the bf16 kernels cast per call
-# (kernels-cast-per-call). The eleventh lease's open questions (docs/benchmarks.md), most important
+# (kernels-cast-per-call); last, `score`'s host work alone (bench_score_file.py --host-only, about
+# 20 s). The eleventh lease's open questions (docs/benchmarks.md), most important
 # first: about 9 minutes on an H200 by that lease's run times, so a call cut short loses the last.
 set -euo pipefail
 stages="${1:-all}"
@@ -55,6 +56,8 @@ if [[ ",$stages," == *",graphs,"* ]]; then
     --profile /tmp/bench-graphs/never-update | tee -a "$out/ours_graphs.jsonl" || true
   python3 tools/bench_levers.py scorer-reads-each-batch score --varlen --only=mbert --scorer-loop | tee -a "$out/ours_graphs.jsonl"
   python3 tools/bench_levers.py kernels-cast-per-call score --varlen --only=mbert | tee -a "$out/ours_graphs.jsonl"  # the Scorer's kernel cast undone
+  # score's host work alone on this machine's cores (no device): is a file's scoring bound by its host?
+  python3 tools/bench_score_file.py --tokenizer assets/tiny-wordpiece --host-only --lines 100000 | tee "$out/score_host_only.jsonl" || true
 fi
 if [[ ",$stages," == *",pairs,"* ]]; then
   cases="${only#--only=}"

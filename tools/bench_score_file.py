@@ -10,6 +10,7 @@ The shipped test split is replicated to each size in ``--lines`` (ids made uniqu
     python tools/bench_score_file.py --model runs/tiny-export --lines 2000 8000   # a quick look
     python tools/bench_score_file.py --model runs/tiny-export --format csv        # the same items as CSV
     python tools/bench_score_file.py --model runs/tiny-export --host-only --lines 20000  # score's host work alone
+    python tools/bench_score_file.py --tokenizer assets/tiny-wordpiece --host-only --lines 100000  # no model needed
 
 ``--host-only`` measures what ``score`` does besides the model, in this process: ``score_file`` with
 the model's own tokenizer and input settings, but a stand-in that returns fixed scores at once for the
@@ -97,13 +98,32 @@ def measure(model: str, lines: int, workdir: Path, chunk: int, kind: str = "json
 
 @dataclasses.dataclass
 class FixedScores:
-    """A loaded Scorer whose predictions are 3.0 on every dimension, made at once: ``score_file`` then
-    does all its host work (reading, tokenizing, writing, means) and nothing else."""
+    """A scorer whose predictions are 3.0 on every dimension, made at once, with a real model's
+    ``encoder`` (tokenizer and input settings): ``score_file`` then does all its host work (reading,
+    tokenizing, writing, means) and nothing else."""
 
-    scorer: Any
+    encoder: Any
+    source: str
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.scorer, name)
+    @classmethod
+    def of(cls, model: str | None, tokenizer: str | None) -> FixedScores:
+        """With a loaded model's encoder, or a tokenizer folder's with the default ``data`` settings."""
+        if model:
+            from omnidistill.scorer import Scorer
+
+            scorer = Scorer.load(model)
+            return cls(scorer.encoder, scorer.source)
+        from omnidistill.config import DataConfig
+        from omnidistill.data.tokenize import RecordEncoder
+        from omnidistill.models.loader import load_tokenizer
+
+        return cls(RecordEncoder.from_config(load_tokenizer(tokenizer), DataConfig()), str(tokenizer))
+
+    def fingerprint(self) -> str:
+        return "fixed scores"
+
+    def warn_truncated(self, count: int) -> None:
+        pass
 
     def predict(self, records: list, *, encoded: Any = None, **_: Any) -> Any:
         from omnidistill.scorer import Prediction
@@ -115,16 +135,14 @@ def microseconds_per_item(seconds: float, items: int) -> float:
     return round(1e6 * seconds / items, 1)
 
 
-def host_only(model: str, lines: int, workdir: Path, chunk: int, kind: str = "jsonl") -> dict:
+def host_only(scorer: FixedScores, lines: int, workdir: Path, chunk: int, kind: str = "jsonl") -> dict:
     """``score``'s host work on ``lines`` replicated sample items, the model replaced by
     :class:`FixedScores` (module docstring): items/s of the whole, and µs per item of each part."""
     from omnidistill.data.sources import RecordStream
     from omnidistill.score_file import GroupMeans, score_file, score_lines
-    from omnidistill.scorer import Scorer
 
     data, out = workdir / f"in-{lines}.{kind}", workdir / f"host-{lines}.jsonl"
     replicate(data, lines)
-    scorer = FixedScores(Scorer.load(model))
     out.unlink(missing_ok=True)
     start = time.perf_counter()
     score_file(scorer, [data], out, chunk=chunk)
@@ -160,17 +178,23 @@ def host_only(model: str, lines: int, workdir: Path, chunk: int, kind: str = "js
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True, help="run directory or exported folder to score with")
+    parser.add_argument("--model", help="run directory or exported folder to score with")
     parser.add_argument("--lines", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--chunk", type=int, default=4096)
     parser.add_argument("--format", choices=["jsonl", "csv"], default="jsonl", help="the input file's format (default jsonl)")
     parser.add_argument("--host-only", action="store_true", help="score's host work alone, the model replaced by fixed scores")
+    parser.add_argument("--tokenizer", help="with --host-only instead of --model: a tokenizer folder, the default data settings")
     args = parser.parse_args(argv)
+    if not (args.model or (args.host_only and args.tokenizer)):
+        parser.error("give --model (or, with --host-only, --tokenizer)")
     rows = []
+    scorer = FixedScores.of(args.model, args.tokenizer) if args.host_only else None
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.lines:
-            run = host_only if args.host_only else measure
-            rows.append(run(args.model, n, Path(tmp), args.chunk, args.format))
+            if scorer is not None:
+                rows.append(host_only(scorer, n, Path(tmp), args.chunk, args.format))
+            else:
+                rows.append(measure(args.model, n, Path(tmp), args.chunk, args.format))
             print(json.dumps(rows[-1]), flush=True)
     if args.host_only:
         return
