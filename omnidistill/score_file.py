@@ -69,7 +69,7 @@ class GroupMeans:
 
     def add_chunk(self, records: Sequence[Record], scores: np.ndarray) -> None:
         """:meth:`add` of each record and its row of ``scores`` [N, 4], summed per group in numpy (a
-        loop of :meth:`add` cost 4.6 µs an item, as much as a quarter of writing the lines)."""
+        loop of :meth:`add` cost 4.6 µs an item, a third of writing its line)."""
         if not len(records):
             return
         scores = np.asarray(scores, np.float64)
