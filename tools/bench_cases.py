@@ -456,7 +456,6 @@ def bench_score_varlen(
     model, hf = _model(name, tiny, dtype, attention)
     max_length = min(512, hf.get("max_position_embeddings", 512))
     graphdef, state = nnx.split(model, nnx.Param)
-    params = scoring_params(graphdef, state.to_pure_dict())
     rng = np.random.default_rng(0)
     if pack_length:
         layouts, slots = packed_varlen_batches(lengths, batch, max_length, pack_length)
@@ -477,9 +476,12 @@ def bench_score_varlen(
     if scorer_loop:
         tokens = batch_tokens if model.takes_token_index else 0
         batching = dict(batch=batch, pack_length=pack_length, batch_tokens=tokens, length_step=length_step)
-        program, one_pass = _scorer_loop_pass(graphdef, params, lengths, max_length, hf["vocab_size"], compiler_options, **batching)
-        predict, params = program.predict_fn, program.params
+        program, one_pass = _scorer_loop_pass(
+            graphdef, state.to_pure_dict(), lengths, max_length, hf["vocab_size"], compiler_options, **batching
+        )
+        predict, params = program.predict_fn, program.params  # cast and placed by the program, as the Scorer's
     else:
+        params = scoring_params(graphdef, state.to_pure_dict())
         predict = jax.jit(make_predict_fn(graphdef, num_segments=slots), compiler_options=compiler_options or None)
         placed = [{k: jnp.asarray(v) for k, v in b.items()} for b in batches]
 
