@@ -130,12 +130,16 @@ class Scorer:
             compiler_options=self.compiler_options,
         )
         self.params = self.program.params
-        self.has_uncertainty = self.program.levels
         self.encoder = RecordEncoder.from_config(self.tokenizer, self.data)
 
     @property
     def max_length(self) -> int:
         return self.data.max_length
+
+    @property
+    def has_uncertainty(self) -> bool:
+        """The model's head gives level distributions, and so an ``uncertainty`` per score."""
+        return self.program.levels
 
     def fingerprint(self) -> str:
         """A sha256 of what decides the scores: the input settings that make the token ids, and every
