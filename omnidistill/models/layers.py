@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from omnidistill.models import dropout_masks
+from omnidistill.models.blocked_attention import blocked_attention
 from omnidistill.models.unpadding import TokenLayout
 
 
@@ -227,7 +228,7 @@ def one_cpu_device() -> bool:
 
 def resolve_attention(implementation: str, dtype, seq: int = BLOCKED_FROM) -> str | None:
     """The kernel ``model.attention`` runs here for ``seq`` tokens: ``"cudnn"``, ``"blocked"``
-    (:func:`blocked_attention`), ``"splash"`` (:mod:`omnidistill.models.splash`) or None (XLA's
+    (:func:`~omnidistill.models.blocked_attention.blocked_attention`), ``"splash"`` (:mod:`omnidistill.models.splash`) or None (XLA's
     ``dot_product_attention``). ``auto`` is splash on a TPU, cuDNN on an NVIDIA GPU in bf16/fp16, the
     blocked kernel on one CPU device (:func:`one_cpu_device`; from :data:`BLOCKED_FROM` tokens unless
     :func:`predicting`), XLA otherwise."""
@@ -246,61 +247,6 @@ def resolve_attention(implementation: str, dtype, seq: int = BLOCKED_FROM) -> st
     if implementation == "cudnn" and not usable:
         _warn_once(f"model.attention=cudnn needs an NVIDIA GPU and bf16/fp16 compute (backend {jax.default_backend()}, {dtype}); using xla")
     return "cudnn" if usable else None
-
-
-BLOCK_SCORES = 2**19
-"""Score entries the blocked kernel holds at once (2 MB in fp32, within a core's L2): 2 (row, head)
-pairs at 512 tokens, 32 at 128."""
-
-
-def blocked_attention(
-    q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, bias: jax.Array | None, scale: float | None, window: int | None
-) -> jax.Array:
-    """Attention a few heads at a time (``lax.map`` over rows, then over heads; :data:`BLOCK_SCORES`):
-    the [S, S] scores of a head stay in the CPU's cache instead of a [B, N, S, S] array passing through
-    memory five times (scores, mask, max, exp, normalise), which made XLA's kernel 4-6x slower than
-    PyTorch's fused CPU attention at 512 tokens. Each (row, head) block is a mapped input, not an
-    index into a closed-over array, so the backward pass stacks gradients instead of scattering them.
-    Same inputs and result as ``dot_product_attention``: [B, S, N, D] q, [B, S, K, D] k and v (N a
-    multiple of K), a boolean [B, 1, 1 or S, S] mask, an optional [B, N, S, S] bias. Fewer queries
-    than keys (the first rows of an encoder's ``first_rows``) take a [B, 1, 1 or rows, S] mask and no
-    window (fold it into the mask)."""
-    b, sq, n, d = q.shape
-    s = k.shape[1]
-    if mask.ndim != 4 or mask.shape[1] != 1:
-        raise ValueError(f"the blocked attention kernel takes a [B, 1, 1 or S, S] mask, not {mask.shape}")
-    if sq != s and (mask.shape[2] not in (1, sq) or window is not None):
-        raise ValueError(f"the blocked attention kernel takes {sq} queries for {s} keys with a [B, 1, 1 or {sq}, {s}] mask, no window")
-    scale = d**-0.5 if scale is None else scale
-    group = n // k.shape[2]
-    heads = lambda x: jnp.moveaxis(x, 2, 1)  # [B, S, N, D] -> [B, N, S, D]
-    fold = q.dtype == jnp.float32  # scale the [S, D] queries rather than the [S, S] scores (same in fp32 to rounding)
-    q = q * jnp.asarray(scale, q.dtype) if fold else q
-    q, k, v = heads(q), jnp.repeat(heads(k), group, axis=1), jnp.repeat(heads(v), group, axis=1)
-    rows = jnp.arange(s)
-    band = None if window is None else jnp.abs(rows[:, None] - rows[None, :]) <= window
-    per_call = max(1, BLOCK_SCORES // (sq * s))  # heads computed together
-    lowest = jnp.finfo(jnp.float32).min
-
-    def one_head(masked: jax.Array, xs: tuple) -> jax.Array:
-        qh, kh, vh, bh = xs
-        logits = jnp.dot(qh, kh.T, preferred_element_type=jnp.float32)
-        logits = logits if fold else logits * scale
-        if bh is not None:
-            logits = logits + bh.astype(jnp.float32)
-        logits = logits + masked  # 0 where kept, the lowest float where masked: one add, no select per head
-        weights = jnp.exp(logits - logits.max(axis=-1, keepdims=True))
-        out = jnp.dot(weights.astype(vh.dtype), vh, preferred_element_type=jnp.float32) / weights.sum(axis=-1, keepdims=True)
-        return out.astype(qh.dtype)
-
-    def one_row(xs: tuple) -> jax.Array:
-        qb, kb, vb, mb, bb = xs
-        keep = mb[0] if band is None else mb[0] & band  # [1 or sq, S]
-        masked = jnp.where(keep, 0.0, lowest).astype(jnp.float32)
-        return jax.lax.map(functools.partial(one_head, masked), (qb, kb, vb, bb), batch_size=min(n, per_call))
-
-    out = jax.lax.map(one_row, (q, k, v, jnp.asarray(mask), bias), batch_size=max(1, min(b, per_call // n)))  # [B, N, S, D]
-    return jnp.moveaxis(out, 1, 2)
 
 
 @functools.cache

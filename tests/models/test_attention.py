@@ -13,6 +13,7 @@ from flax import nnx
 from packaging.requirements import Requirement
 
 from omnidistill.config import ModelConfig
+from omnidistill.models import blocked_attention as blocked_module
 from omnidistill.models import layers
 from omnidistill.models.layers import (
     AttentionMask,
@@ -262,8 +263,10 @@ def tiny_bert_and_short_rows(copies: int = 1):
 
 
 def scan_loops(jaxpr) -> int:
-    """The top-level loops of a traced function (the blocked kernel is one ``lax.map`` per layer)."""
-    return sum(eqn.primitive.name == "scan" for eqn in jaxpr.jaxpr.eqns)
+    """The outermost loops of a traced function (the blocked kernel is one ``lax.map`` per layer, inside
+    its custom VJP's call)."""
+    inner = lambda eqn: scan_loops(eqn.params["call_jaxpr"]) if eqn.primitive.name == "custom_vjp_call" else 0
+    return sum(eqn.primitive.name == "scan" or inner(eqn) for eqn in jaxpr.jaxpr.eqns)
 
 
 def test_scoring_runs_the_blocked_kernel_on_short_rows_and_training_does_not():
@@ -353,3 +356,38 @@ def test_blocked_kernel_gives_xla_attention_and_gradients(kind, variant):
     np.testing.assert_allclose(np.where(real, got, 0), np.where(real, want, 0), atol=2e-6)
     for g, w in zip(got_grads, want_grads, strict=True):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=2e-5)
+
+
+def test_blocked_gradients_in_steps_with_a_remainder_equal_xla(monkeypatch):
+    """The backward pass in map steps of 3 (row, head) pairs over 4 heads (a remainder step per row),
+    with a bias and padding: XLA's attention gradients."""
+    monkeypatch.setattr(blocked_module, "DIFFERENTIATED_BLOCK_SCORES", 3 * 12 * 12)
+    q, k, v = qkv(n=4)
+    bias = jax.random.normal(jax.random.PRNGKey(3), (2, 4, 12, 12))
+    mask = MASKS["padding"]()
+
+    def loss(kernel, q, k, v, bias):
+        out = kernel(q, k, v, bias)
+        return jnp.sum(out * jnp.cos(out))
+
+    xla = lambda q, k, v, bias: attention(q, k, v, mask, "xla", bias=bias, scale=0.3)
+    blocked = lambda q, k, v, bias: blocked_attention(q, k, v, mask, bias, 0.3, None)
+    want = jax.grad(loss, (1, 2, 3, 4))(xla, q, k, v, bias)
+    got = jax.jit(jax.grad(loss, (1, 2, 3, 4)), static_argnums=0)(blocked, q, k, v, bias)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=2e-5)
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_blocked_backward_keeps_no_score_arrays(with_bias):
+    """Differentiated, the blocked kernel keeps the [B, N, S] log-sum-exp for its backward pass and
+    recomputes the scores there: no saved residual is [S, S]-sized, other than a bias it was given
+    (differentiating the forward loop kept each block's scores and weights, two [B, N, S, S] arrays)."""
+    from jax._src.ad_checkpoint import saved_residuals
+
+    q, k, v = qkv(n=4, s=16)
+    bias = jnp.ones((2, 4, 16, 16)) if with_bias else None
+    mask = jnp.ones((2, 1, 1, 16), bool)
+    saved = saved_residuals(lambda q, k, v, b: jnp.sum(blocked_attention(q, k, v, mask, b, None, None)), q, k, v, bias)
+    square = [aval.shape for aval, _ in saved if aval.shape[-2:] == (16, 16)]
+    assert square == ([(2, 4, 16, 16)] if with_bias else []), square
