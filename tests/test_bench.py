@@ -191,6 +191,24 @@ def test_bench_scorer_cpu_builds_deberta_and_scores_as_transformers(repo_root, m
     assert row["max_abs_score_diff"] < 1e-5 and row["omnidistill_ex_s"] > 0 and row["pytorch_ex_s"] > 0
 
 
+def test_bench_deberta_cpu_times_both_sides_by_phase(repo_root, monkeypatch, capsys):
+    """``bench_deberta_cpu.py --phases`` times each side's training step, forward pass and forward plus
+    backward pass; ``--config`` reshapes the encoder (here to tiny widths, seconds; batch 8 for the suite's 8 devices)."""
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    import bench_deberta_cpu
+
+    tiny = {"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}
+    argv = ["bench_deberta_cpu.py", "--layers", "1", "--vocab", "300", "--seq", "16", "--batch", "8", "--steps", "1", "--phases"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--config", json.dumps(tiny)])
+    capsys.readouterr()
+    bench_deberta_cpu.main()
+    row = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert row["config"] == tiny
+    for side in ("omnidistill", "pytorch"):
+        assert all(row[f"{side}_{phase}_s"] > 0 for phase in ("step", "forward", "forward_backward")), row
+    assert row["ratio"] == pytest.approx(row["pytorch_step_s"] / row["omnidistill_step_s"], abs=0.01)
+
+
 def test_bench_case_from_a_config_file(repo_root, monkeypatch, capsys):
     """--case takes any config: its family and shape run as one more case (and alone, without --only)."""
     monkeypatch.chdir(repo_root)

@@ -1,7 +1,7 @@
 """DeBERTa-v3 training step on CPU, omnidistill against PyTorch ``DebertaV2Model`` at the same shapes.
 
     python tools/bench_deberta_cpu.py [--layers 4] [--batch 4] [--seq 256] [--vocab 32000] [--steps 3] [--attention auto]
-        [--layout auto|cpu|accelerator]
+        [--layout auto|cpu|accelerator] [--phases] [--config JSON]
 
 The CPU proxy for DeBERTa's GPU MFU: both sides run the same DeBERTa-v3-base layer shapes (hidden 768,
 12 heads, 256 position buckets, shared c2p/p2c keys; fewer layers and a smaller vocabulary, so that a
@@ -10,6 +10,11 @@ a 4-way linear head on [CLS], backward and AdamW. Best of ``--steps`` timed step
 steps. Prints one JSON line: each side's step time and the ratio (PyTorch time / ours; target >= 1.0).
 ``--layout`` forces the position scores' layout (``modeling.accelerator_layout``): ``accelerator`` is
 the GPU's and TPU's, ``cpu`` the CPU's, ``auto`` this backend's.
+``--phases`` also times each side's forward pass alone (PyTorch's recording its graph, as in
+training) and its forward and backward pass without the optimizer (``*_forward_s``,
+``*_forward_backward_s``), to tell where a gap lies. ``--config`` overrides fields of the Hugging
+Face config, e.g. ``'{"relative_attention": false, "pos_att_type": []}'`` for the same encoder
+without its position terms.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -27,15 +33,17 @@ def deberta_config(layers: int, vocab: int) -> dict:
     return {**CASES["deberta-v3-base"][1], "num_hidden_layers": layers, "vocab_size": vocab}
 
 
-def ours_step_s(hf: dict, batch: dict[str, np.ndarray], steps: int, attention: str) -> float:
+def ours_times(hf: dict, batch: dict[str, np.ndarray], steps: int, attention: str, phases: bool) -> dict[str, float]:
+    """Our side's best times: the training step, and with ``phases`` its forward and forward-backward passes."""
     import jax
     from bench_cases import _jit_train_step, _optimizer
     from flax import nnx
 
-    from omnidistill.config import MeshConfig, ModelConfig
+    from omnidistill.config import LossConfig, MeshConfig, ModelConfig
     from omnidistill.models.regressor import build_regressor
     from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_array
     from omnidistill.train.setup import init_state
+    from omnidistill.train.step import make_loss_fn
 
     model = build_regressor(ModelConfig(family="deberta_v2", pooling="cls_raw", attention=attention, dropout=0.0), hf)
     graphdef, state = nnx.split(model, nnx.Param)
@@ -45,17 +53,35 @@ def ours_step_s(hf: dict, batch: dict[str, np.ndarray], steps: int, attention: s
     train_state = init_state(params, tx, 0, mesh, ())
     data = {k: global_batch_array(v, batch_sharding(mesh)) for k, v in batch.items()}
     step = _jit_train_step(graphdef, tx, jax.tree.map(lambda x: x.sharding, train_state), mesh)
+    box = [train_state]
+
+    def train() -> None:
+        box[0], metrics = step(box[0], data)
+        jax.block_until_ready(metrics)
+
+    times = {"step": best_of(train, steps)}
+    if phases:
+        loss = make_loss_fn(graphdef, LossConfig())
+        forward = jax.jit(lambda p, b: loss(p, b, None))
+        backward = jax.jit(lambda p, b: jax.value_and_grad(loss, has_aux=True)(p, b, None))
+        times["forward"] = best_of(lambda: jax.block_until_ready(forward(box[0].params, data)), steps)
+        times["forward_backward"] = best_of(lambda: jax.block_until_ready(backward(box[0].params, data)), steps)
+    return times
+
+
+def best_of(run: Callable[[], object], steps: int) -> float:
+    """The shortest of ``steps`` timed calls of ``run``, after two warm-up calls."""
     best = float("inf")
     for i in range(steps + 2):
         start = time.perf_counter()
-        train_state, metrics = step(train_state, data)
-        jax.block_until_ready(metrics)
+        run()
         if i >= 2:
             best = min(best, time.perf_counter() - start)
     return best
 
 
-def torch_step_s(hf: dict, batch: dict[str, np.ndarray], steps: int) -> float:
+def torch_times(hf: dict, batch: dict[str, np.ndarray], steps: int, phases: bool) -> dict[str, float]:
+    """PyTorch's best times, as :func:`ours_times`."""
     import torch
     from transformers import DebertaV2Config, DebertaV2Model
 
@@ -66,17 +92,24 @@ def torch_step_s(hf: dict, batch: dict[str, np.ndarray], steps: int) -> float:
     opt = torch.optim.AdamW(params, lr=2e-5, weight_decay=0.01)
     ids, mask = torch.tensor(batch["input_ids"], dtype=torch.long), torch.tensor(batch["attention_mask"])
     labels = torch.tensor(batch["labels"])
-    best = float("inf")
-    for i in range(steps + 2):
-        start = time.perf_counter()
-        opt.zero_grad()
+
+    def forward():
         cls = encoder(input_ids=ids, attention_mask=mask).last_hidden_state[:, 0]
-        loss = torch.mean((1 + 4 * torch.sigmoid(head(cls)) - labels) ** 2)
-        loss.backward()
+        return torch.mean((1 + 4 * torch.sigmoid(head(cls)) - labels) ** 2)
+
+    def forward_backward() -> None:
+        opt.zero_grad()
+        forward().backward()
+
+    def train() -> None:
+        forward_backward()
         opt.step()
-        if i >= 2:
-            best = min(best, time.perf_counter() - start)
-    return best
+
+    times = {"step": best_of(train, steps)}
+    if phases:
+        times["forward"] = best_of(forward, steps)
+        times["forward_backward"] = best_of(forward_backward, steps)
+    return times
 
 
 def main() -> None:
@@ -89,6 +122,8 @@ def main() -> None:
     p.add_argument("--attention", default="auto", help="model.attention of our side (auto: the blocked kernel on CPU)")
     p.add_argument("--side", choices=["both", "ours", "torch"], default="both")
     p.add_argument("--layout", choices=["auto", "cpu", "accelerator"], default="auto", help="the position scores' layout on our side")
+    p.add_argument("--phases", action="store_true", help="also time the forward pass and the forward-backward pass on each side")
+    p.add_argument("--config", type=json.loads, default={}, help="Hugging Face config fields to override (JSON)")
     args = p.parse_args()
     if args.layout != "auto":
         from omnidistill.models.deberta_v2 import modeling
@@ -97,14 +132,17 @@ def main() -> None:
 
     from bench_cases import _train_batch
 
-    hf = deberta_config(args.layers, args.vocab)
+    hf = {**deberta_config(args.layers, args.vocab), **args.config}
     batch = _train_batch(hf, args.batch, args.seq)
     out = {"layers": args.layers, "batch": args.batch, "seq": args.seq, "vocab": args.vocab}
-    out |= {"attention": args.attention, "layout": args.layout}
+    out |= {"attention": args.attention, "layout": args.layout} | ({"config": args.config} if args.config else {})
+    sides = {}
     if args.side in ("both", "ours"):
-        out["omnidistill_step_s"] = round(ours_step_s(hf, batch, args.steps, args.attention), 3)
+        sides["omnidistill"] = ours_times(hf, batch, args.steps, args.attention, args.phases)
     if args.side in ("both", "torch"):
-        out["pytorch_step_s"] = round(torch_step_s(hf, batch, args.steps), 3)
+        sides["pytorch"] = torch_times(hf, batch, args.steps, args.phases)
+    for side, times in sides.items():
+        out |= {f"{side}_{phase}_s": round(t, 3) for phase, t in times.items()}
     if args.side == "both":
         out["ratio"] = round(out["pytorch_step_s"] / out["omnidistill_step_s"], 2)
         out["target_ratio"] = 1.0
