@@ -88,11 +88,11 @@ def _logits(qh: jax.Array, kh: jax.Array, bh: jax.Array | None, masked: jax.Arra
     return logits + masked
 
 
-def _map_blocks(one_head, masked_args: tuple, per_head: tuple, blocks: tuple[int, int]):
+def _map_blocks(one_head, mask: jax.Array, window: int | None, per_head: tuple, blocks: tuple[int, int]):
     """``one_head(masked, head_inputs)`` over every (row, head): ``lax.map`` over the rows (``blocks[0]``
-    at a time), within each over the heads (``blocks[1]`` at a time). ``masked_args`` are per row
-    ([B, ...]: the mask row and the window), ``per_head`` per row and head ([B, N, ...] or None)."""
-    mask, window = masked_args
+    at a time), within each over the heads (``blocks[1]`` at a time). ``masked`` is the row's
+    :func:`_added_mask` of ``mask`` [B, 1, 1 or Sq, S] and ``window``; ``per_head`` holds arrays per row
+    and head ([B, N, ...]) or None."""
 
     def one_row(xs: tuple):
         mask_row, *head_inputs = xs
@@ -114,7 +114,7 @@ def _forward_heads(q, k, v, mask, bias, scale, window, blocks) -> tuple[jax.Arra
         out = jnp.dot(weights.astype(vh.dtype), vh, preferred_element_type=jnp.float32) / total
         return out.astype(qh.dtype), (top + jnp.log(total))[:, 0]
 
-    return _map_blocks(one_head, (mask, window), (q, k, v, bias), blocks)
+    return _map_blocks(one_head, mask, window, (q, k, v, bias), blocks)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(5, 6, 7))
@@ -148,7 +148,7 @@ def _heads_backward(scale, window, steps, residuals, g):
         db = None if bh is None else ds.astype(bh.dtype)
         return dq.astype(qh.dtype), dk.astype(kh.dtype), dv.astype(vh.dtype), db
 
-    dq, dk, dv, dbias = _map_blocks(one_head, (mask, window), (q, k, v, bias, g, lse, delta), steps[1])
+    dq, dk, dv, dbias = _map_blocks(one_head, mask, window, (q, k, v, bias, g, lse, delta), steps[1])
     return dq, dk, dv, None, dbias
 
 
