@@ -176,9 +176,10 @@ ATTENTION_KERNELS = ("auto", "xla", "cudnn", "blocked", "splash")
 
 BLOCKED_FROM = 256
 """``auto`` on CPU takes the blocked kernel from this many tokens on in code that is differentiated
-(training): below, its loop costs more in the backward pass than XLA's small [B, N, S, S] arrays (the
-tiny default's training was 2.7x slower at 192 tokens). A forward pass under :func:`predicting` takes
-it at every length."""
+(training). Set when the backward pass differentiated the kernel's loop, which made the tiny
+default's training 2.7x slower at 192 tokens; with the kernel's own backward pass (2026-11-28) that
+step took 106-113 ms blocked against 118-137 ms with XLA's kernel, so the threshold is due a sweep of
+lengths (not done yet). A forward pass under :func:`predicting` takes it at every length."""
 
 _PREDICTING = contextvars.ContextVar("omnidistill_predicting", default=False)
 
