@@ -54,7 +54,7 @@ def test_bench_train_every_family(repo_root, tmp_path, monkeypatch, capsys):
     assert [r["model"] for r in trained] == ["qwen3-0.6b"]
     assert all("error" not in r and r["train_tok_s"] > 0 and {"step_ms", "mfu_vs_989", "params_M"} <= set(r) for r in trained)
     assert trained[0]["donate"] is False and trained[0]["feed"] == "host"
-    assert trained[0]["attention"] == "xla"  # auto resolved as the step traced it: XLA's kernel below 256 training tokens on CPU
+    assert trained[0]["attention"] == "blocked"  # auto resolved as the step traced it: one CPU device, 64 tokens (layers.BLOCKED_FROM)
     mix = trained[0]["op_mix"]
     assert mix["by_kind_ms"]["matmul"] > 0 and (tmp_path / "qwen3-0.6b" / "step.hlo.txt").is_file()
     # tools/op_mix.py reads the kept folder again: the bench's line, and with a long --top every op
@@ -210,11 +210,16 @@ def test_bench_deberta_cpu_times_both_sides_by_phase(repo_root, monkeypatch, cap
 
 
 def test_bench_case_from_a_config_file(repo_root, monkeypatch, capsys):
-    """--case takes any config: its family and shape run as one more case (and alone, without --only)."""
+    """--case takes any config: its family and shape run as one more case (and alone, without --only);
+    --attention takes several kernels, one case each, in the order given."""
     monkeypatch.chdir(repo_root)
-    rows = bench_rows(repo_root, monkeypatch, capsys, "score", "--case", "configs/tiny.yaml", "--batch", "4", "--seq", "32")
-    cases = [r for r in rows if "model" in r]
-    assert [r["model"] for r in cases] == ["tiny"] and "error" not in cases[0] and cases[0]["infer_ex_s"] > 0
+    args = ("--case", "configs/tiny.yaml", "--batch", "4", "--seq", "32", "--attention", "xla,blocked")
+    cases = [r for r in bench_rows(repo_root, monkeypatch, capsys, "score", *args) if "model" in r]
+    assert [(r["model"], r["attention"]) for r in cases] == [("tiny", "xla"), ("tiny", "blocked")]
+    assert all("error" not in r and r["infer_ex_s"] > 0 for r in cases)
+    with pytest.raises(SystemExit):
+        bench_rows(repo_root, monkeypatch, capsys, "score", "--attention", "xla,flash")
+    assert "flash: not one of auto, xla" in capsys.readouterr().err
 
 
 def test_bench_pipeline_compares_the_cache_with_tokenizing_on_the_fly(repo_root, tmp_path):

@@ -26,7 +26,7 @@ from omnidistill.data.token_batches import TokenBudget, token_eval_dataset
 from omnidistill.eval.predict import checked_compiler_options, inference_buckets, inference_packing
 from omnidistill.eval.program import ScoringProgram
 from omnidistill.models.kernel_casts import kernels_in_compute_dtype
-from omnidistill.models.layers import predicting, resolve_attention
+from omnidistill.models.layers import ATTENTION_KERNELS, predicting, resolve_attention
 from omnidistill.models.registry import get_family
 from omnidistill.models.regressor import abstract_regressor, build_regressor, make_predict_fn
 from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_array, replicated, under_mesh
@@ -597,6 +597,17 @@ def case_from_config(path: str) -> tuple[str, tuple[str, dict[str, Any]]]:
     return Path(path).stem, (cfg.model.family, hf)
 
 
+def attention_kernels(text: str) -> list[str]:
+    """``--attention``'s comma-separated ``model.attention`` kernels, each one of ``ATTENTION_KERNELS``."""
+    import argparse
+
+    kernels = text.split(",")
+    unknown = [k for k in kernels if k not in ATTENTION_KERNELS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"{','.join(unknown)}: not one of {', '.join(ATTENTION_KERNELS)}")
+    return kernels
+
+
 def run_cli(kind: str, argv: list[str] | None = None) -> None:
     """Shared argument parsing of the bench tools (``train``, ``score``, ``memory``); one JSON line per case."""
     import argparse
@@ -611,8 +622,9 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
     p.add_argument(
         "--attention",
         default="auto",
-        choices=["auto", "xla", "cudnn", "blocked", "splash"],
-        help="auto: splash on TPU, cudnn on GPU in bf16, blocked on CPU, else xla",
+        type=attention_kernels,
+        help="comma-separated model.attention kernels, one case each, e.g. xla,blocked; "
+        "auto: splash on TPU, cudnn on GPU in bf16, blocked on CPU, else xla",
     )
     if kind != "score":
         p.add_argument("--remat", default="none", help="comma-separated model.remat policies, one case each: none,full,dots")
@@ -674,7 +686,7 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
         args.only = ",".join(Path(c).stem for c in args.case)
     print(json.dumps(dict(jax=jax.__version__, device=jax.devices()[0].device_kind, devices=jax.device_count())), flush=True)
     fn = {"train": bench_train, "score": bench_score, "memory": bench_memory}[kind]
-    common = dict(batch=args.batch, seq=args.seq, steps=args.steps, dtype=args.dtype, attention=args.attention, tiny=args.tiny)
+    common = dict(batch=args.batch, seq=args.seq, steps=args.steps, dtype=args.dtype, tiny=args.tiny)
     if kind == "train":
         common.update(donate=args.donate, feed=args.feed, profile=args.profile, dropout=args.dropout)
     if kind == "score":
@@ -697,13 +709,12 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
             batch=args.batch,
             steps=3 if args.steps == 20 else args.steps,
             dtype=args.dtype,
-            attention=args.attention,
             tiny=args.tiny,
             compiler_options=common.get("compiler_options"),
         )
-    variants = [{}]
+    variants = [{"attention": kernel} for kernel in args.attention]
     if kind != "score":
-        variants = [{"remat": remat} for remat in args.remat.split(",")]
+        variants = [{**v, "remat": remat} for v in variants for remat in args.remat.split(",")]
     if kind == "memory":
         variants = [{**v, "fsdp": int(n)} for v in variants for n in args.fsdp.split(",")]
     for name in CASES:

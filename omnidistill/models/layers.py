@@ -174,12 +174,13 @@ _CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)
 ATTENTION_KERNELS = ("auto", "xla", "cudnn", "blocked", "splash")
 
 
-BLOCKED_FROM = 256
+BLOCKED_FROM = 64
 """``auto`` on CPU takes the blocked kernel from this many tokens on in code that is differentiated
-(training). Set when the backward pass differentiated the kernel's loop, which made the tiny
-default's training 2.7x slower at 192 tokens; with the kernel's own backward pass (2026-11-28) that
-step took 106-113 ms blocked against 118-137 ms with XLA's kernel, so the threshold is due a sweep of
-lengths (not done yet). A forward pass under :func:`predicting` takes it at every length."""
+(training). Measured with the kernel's own backward pass, training steps alternated in one process
+(2-core Zen 3, B16, 2026-11-28; docs/benchmarks.md, "Where training takes the blocked kernel"): from
+64 tokens on it was level or faster for every shape tried (the tiny default 1.10x at 64 and 1.13x
+at 192, MiniLM's and a BERT-base's 1.01-1.07x); at 32 tokens level, so shorter rows keep XLA's
+kernel. A forward pass under :func:`predicting` takes it at every length."""
 
 _PREDICTING = contextvars.ContextVar("omnidistill_predicting", default=False)
 

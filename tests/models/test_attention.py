@@ -240,7 +240,8 @@ def test_attention_choice_on_this_backend(caplog):
     _warn_once.cache_clear()
     assert resolve_attention("xla", jnp.bfloat16) is None
     assert resolve_attention("auto", jnp.bfloat16, 512) == "blocked"  # the CPU's default for long rows
-    assert resolve_attention("auto", jnp.float32, 128) is None  # and XLA for short ones
+    assert resolve_attention("auto", jnp.float32, 64) == "blocked"  # from layers.BLOCKED_FROM tokens on
+    assert resolve_attention("auto", jnp.float32, 63) is None  # and XLA below
     assert resolve_attention("blocked", jnp.float32) == "blocked"
     with caplog.at_level(logging.WARNING):
         assert resolve_attention("cudnn", jnp.bfloat16) is None
