@@ -58,7 +58,7 @@ class ModelConfig:
     with segment ids, Pallas; no additive bias, so not DeBERTa), ``xla`` (XLA's kernel, any device),
     ``blocked`` (a few heads at a time, so that the scores stay in cache: the fast one on CPU for long
     rows), or ``auto`` (splash on TPU but for a biased attention, cudnn where it applies, blocked on
-    one CPU device from 256 tokens and at every length when scoring, else xla; several simulated CPU
+    one CPU device from 64 tokens in training and at every length when scoring, else xla; several simulated CPU
     devices share the cores, where xla is faster). ``cudnn`` off a GPU or in float32 falls back to xla with a
     warning, and ``splash`` off a TPU runs in Pallas interpret mode (exact, slow), so runs trained on
     accelerators still score and export on CPU."""
