@@ -616,6 +616,7 @@ def test_xla_flag_levers_reach_the_backend(repo_root):
         "--xla_gpu_enable_cudnn_layer_norm=true",
         "--xla_gpu_experimental_enable_fusion_block_level_rewriter=true",
         "--xla_gpu_experimental_enable_triton_heroless_priority_fusion=true",
+        "--xla_gpu_copy_insertion_use_region_analysis=true",
     ):
         assert flag in flags.split()
     start = subprocess.run(
@@ -688,6 +689,20 @@ def test_the_finite_per_array_lever_decides_as_the_step_does(repo_root, monkeypa
         total = jnp.float32(total)
         ours = bool(update_is_finite(total, tree, optax.global_norm(tree)))
         assert ours == bool(finite_per_array(total, tree, optax.global_norm(tree))) == (tree is grads and bool(jnp.isfinite(total)))
+
+
+def test_the_state_copies_lever_compiles_the_train_step_with_xlas_defaults(repo_root, monkeypatch):
+    """``state-copies`` undoes the train step's XLA options (tests/train/test_step_copies.py shows what
+    they change), for the step ``bench_train.py`` times as for the one training runs."""
+    import omnidistill.train.step as train_step
+
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    from bench_levers import LEVERS
+
+    assert train_step.train_step_compiler_options() == train_step.TRAIN_STEP_COMPILER_OPTIONS != {}
+    for obj, attr, value in LEVERS["state-copies"]():
+        monkeypatch.setattr(obj, attr, value)
+    assert train_step.train_step_compiler_options() == {}
 
 
 def test_levers_joined_by_a_plus_apply_every_ones_patches(repo_root, monkeypatch):

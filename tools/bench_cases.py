@@ -33,7 +33,7 @@ from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_a
 from omnidistill.train.memory import compiled_peak_gb, device_peak_gb, per_device_bytes
 from omnidistill.train.optimizer import build_optimizer
 from omnidistill.train.setup import init_state, state_target
-from omnidistill.train.step import make_loss_fn, make_train_step
+from omnidistill.train.step import make_loss_fn, make_train_step, train_step_compiler_options
 
 PEAK_FLOPS = 989e12  # H100 dense bf16, the peer's MFU reference
 CASES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -153,13 +153,14 @@ def _train_batch(hf: dict, batch: int, seq: int) -> dict[str, np.ndarray]:
 
 
 def _jit_train_step(graphdef: Any, tx: Any, shardings: Any, mesh: Any, donate: bool = True, dropout: bool = False) -> Any:
-    """The training run's step (``train/step.py``), jitted as the run jits it: the state donated, traced
-    under ``mesh`` (``parallel/mesh.py: under_mesh``)."""
+    """The training run's step (``train/step.py``), jitted as the run jits it: the state donated, its XLA
+    options (``train_step_compiler_options``), traced under ``mesh`` (``parallel/mesh.py: under_mesh``)."""
     step = jax.jit(
         make_train_step(graphdef, tx, loss_cfg=LossConfig(), dropout=dropout),
         in_shardings=(shardings, batch_sharding(mesh)),
         out_shardings=(shardings, replicated(mesh)),
         donate_argnums=0 if donate else (),
+        compiler_options=train_step_compiler_options(),
     )
     return under_mesh(step, mesh)
 

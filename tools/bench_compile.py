@@ -37,7 +37,7 @@ def compile_once(name: str, scan: bool, *, batch: int, seq: int, dtype: str, tin
 
     from omnidistill.train.memory import compiled_peak_gb
     from omnidistill.train.state import TrainState
-    from omnidistill.train.step import make_train_step
+    from omnidistill.train.step import make_train_step, train_step_compiler_options
 
     jax.config.update("jax_enable_compilation_cache", False)  # a persistent-cache hit is no compile to time
     start = time.perf_counter()
@@ -53,7 +53,8 @@ def compile_once(name: str, scan: bool, *, batch: int, seq: int, dtype: str, tin
         rng=jax.eval_shape(lambda: jax.random.PRNGKey(0)),
     )
     data = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in _train_batch(hf, batch, seq).items()}
-    step = jax.jit(make_train_step(graphdef, tx, dropout=model.dropout_rate > 0), donate_argnums=0)
+    step_fn = make_train_step(graphdef, tx, dropout=model.dropout_rate > 0)
+    step = jax.jit(step_fn, donate_argnums=0, compiler_options=train_step_compiler_options())
     lowered = step.lower(train_state, data)
     lowered_at = time.perf_counter()
     compiled = lowered.compile()

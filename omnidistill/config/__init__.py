@@ -258,6 +258,12 @@ class TrainConfig:
     """Stop after this many dev evaluations in a row without improving ``early_stopping_metric`` (0: never)."""
     early_stopping_metric: Literal["dev_mae", "dev_rmse", "dev_pearson", "dev_acc1"] = "dev_mae"
     """The dev metric early stopping watches (MAE/RMSE: lower is better; Pearson/Acc@±1: higher)."""
+    compiler_options: dict[str, bool | int | float | str] = dataclasses.field(default_factory=dict)
+    """XLA options for the train step (``jax.jit``'s ``compiler_options``), over the defaults of
+    ``train/step.py: TRAIN_STEP_COMPILER_OPTIONS`` (on CPU, copy insertion's region analysis, which
+    keeps the donated optimizer state from being copied at every step; set
+    ``{xla_cpu_copy_insertion_use_region_analysis: false}`` to undo it). Checked by XLA when training
+    starts: an unknown name or a value of the wrong type is an error naming this field."""
 
 
 @dataclasses.dataclass

@@ -24,7 +24,7 @@ from omnidistill.data.token_cache import TokenCache, cached_examples
 from omnidistill.data.tokenize import TRUNCATION_SAMPLE, EncodedInputs, RecordEncoder, count_truncated
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
 from omnidistill.eval.metrics import load_group_weights
-from omnidistill.eval.predict import jitted_predict_fn
+from omnidistill.eval.predict import checked_compiler_options, jitted_predict_fn
 from omnidistill.models.hf_io import set_params, unrolled_shapes
 from omnidistill.models.loader import LoadedModel, load_model
 from omnidistill.models.registry import get_family
@@ -51,7 +51,7 @@ from omnidistill.runs.run_dir import (
 )
 from omnidistill.train.optimizer import build_optimizer
 from omnidistill.train.state import TrainState
-from omnidistill.train.step import make_loss_fn, make_train_step
+from omnidistill.train.step import make_loss_fn, make_train_step, train_step_compiler_options
 
 log = logging.getLogger(__name__)
 BATCH_KEYS = ("input_ids", "attention_mask", "labels", "label_mask", "label_dist", "example_mask")
@@ -314,11 +314,18 @@ def checked_model(cfg: Config, *, shapes_only: bool) -> tuple[LoadedModel, Recor
     return loaded, RecordEncoder.from_config(loaded.tokenizer, cfg.data)
 
 
+def train_compiler_options(cfg: Config) -> dict[str, Any]:
+    """The train step's XLA options (``train_step_compiler_options`` under ``train.compiler_options``),
+    each checked by XLA now: an unknown name or a wrong type is a ValueError naming the field."""
+    return checked_compiler_options(train_step_compiler_options(cfg.train.compiler_options), "train.compiler_options")
+
+
 def check_run_config(cfg: Config) -> None:
     """Refuse a config that training would refuse after reading its data: the model (family, arch,
-    head, pooling, ``init_from``'s names and shapes), the input settings, the loss and the LR groups,
-    all checked from shapes, with no weights read or initialised. A sweep checks every run this way
-    before the first one trains."""
+    head, pooling, ``init_from``'s names and shapes), the input settings, the loss, the LR groups and
+    the train step's XLA options, all checked from shapes, with no weights read or initialised. A
+    sweep checks every run this way before the first one trains."""
+    train_compiler_options(cfg)
     loaded, _ = checked_model(cfg, shapes_only=True)
     build_optimizer(cfg.optim, nnx.state(loaded.model, nnx.Param).to_pure_dict(), 1, pretrained_pooler=loaded.pretrained_pooler)
 
@@ -331,6 +338,7 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     check_batching(cfg, mesh.shape["data"] * mesh.shape["fsdp"], jax.process_count())
     # a bad eval.lang_weights file fails now, not at the first dev evaluation after an epoch of training
     lang_weights = load_group_weights(cfg.eval.lang_weights) if cfg.eval.lang_weights else None
+    compiler_options = train_compiler_options(cfg)
     resuming = bool(saved_steps(run_dir))
     if resuming and not resume:
         raise TrainError(f"{run_dir} already has checkpoints: pass --resume to continue, or set train.output_dir to a new directory")
@@ -361,6 +369,7 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
         in_shardings=(state_shardings, b_sharding),
         out_shardings=(state_shardings, replicated(mesh)),
         donate_argnums=0,
+        compiler_options=compiler_options,
     )
     step_fn = under_mesh(step_fn, mesh)
     batches = training_batches(cfg, train_records, encoder)
