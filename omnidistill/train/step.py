@@ -76,9 +76,10 @@ insertion by default copies every donated optimizer-state array (AdamW's two mom
 update writes it in place, since the old value has two readers (the moment's own update and the
 parameter's); its region-based live-range analysis sees that both readers run first and keeps no copy.
 A BERT-base-shaped step (4 layers, B4xS256, 2-core Zen 3) then copied no state array instead of 147,
-took 1.035x less time and compiled in 4.2 s instead of 6.5; DeBERTa's CPU proxy 1.026x
-(docs/benchmarks.md, "Optimizer state copied at every step"). The values are the same to the bit
-(tests/train/test_step_copies.py). The option is a CPU compiler's; other backends ignore it."""
+ran 1.035-1.042x as fast and compiled in 4.1-4.2 s instead of 4.3-6.5; DeBERTa's CPU proxy's step
+1.020-1.026x (docs/benchmarks.md, "Optimizer state copied at every step"). The values are the same to
+the bit under XLA's CPU compile settings (tests/train/test_step_copies.py). The option is the CPU
+compiler's; the GPU and TPU compilers do not read it."""
 
 
 def train_step_compiler_options(options: Mapping[str, Any] | None = None) -> dict[str, bool | int | float | str]:
