@@ -616,7 +616,6 @@ def test_xla_flag_levers_reach_the_backend(repo_root):
         "--xla_gpu_enable_cudnn_layer_norm=true",
         "--xla_gpu_experimental_enable_fusion_block_level_rewriter=true",
         "--xla_gpu_experimental_enable_triton_heroless_priority_fusion=true",
-        "--xla_gpu_copy_insertion_use_region_analysis=true",
     ):
         assert flag in flags.split()
     start = subprocess.run(

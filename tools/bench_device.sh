@@ -10,8 +10,7 @@
 # ours (omnidistill's fixed-shape train and score), levers
 # (DeBERTa training with each variant of tools/bench_levers.py; ModernBERT and Ettin-32M training
 # and --varlen scoring with cuDNN's mask array, against ours and varlen; BERT-large and ModernBERT
-# training with cuBLAS for every matmul, with cuBLASLt epilogues, and with copy insertion's region
-# analysis (the CPU step's option, in the GPU's form); mBERT and BERT-large training
+# training with cuBLAS for every matmul, and with cuBLASLt epilogues; mBERT and BERT-large training
 # with per-element dropout draws, with masks kept for the backward pass, with the draws split
 # without a concatenate, with a finiteness test per gradient array, with the optimizer's small
 # arrays packed into one vector (with and without its barrier), and without dropout), large
@@ -83,7 +82,7 @@ if want levers; then
   done
   python3 tools/bench_levers.py cudnn-mask-array train --only=modernbert,ettin-32m | tee -a "$out/levers.jsonl"
   python3 tools/bench_levers.py cudnn-mask-array score --varlen --only=modernbert,ettin-32m | tee -a "$out/levers.jsonl"
-  for lever in cublas-gemms cublaslt-epilogues gpu-copy-region-analysis; do  # XLA flags: a flag this JAX lacks stops only its own run
+  for lever in cublas-gemms cublaslt-epilogues; do  # XLA flags: a flag this JAX lacks stops only its own run
     python3 tools/bench_levers.py "$lever" train --only=bert-large,modernbert | tee -a "$out/levers.jsonl" || true
   done
   for lever in dropout-per-element dropout-kept-masks dropout-selected-draws finite-per-array packed-vectors packed-vectors-fusible; do

@@ -49,8 +49,6 @@ Levers (docs/benchmarks.md says what each measured):
   (``eval/predict.py: IN_FLIGHT``).
 - ``state-copies``: the train step compiled without ``train/step.py: TRAIN_STEP_COMPILER_OPTIONS``, as
   before: XLA's CPU copy insertion then copies each donated optimizer-state array before updating it.
-- ``gpu-copy-region-analysis``: XLA's GPU copy insertion with its region-based live-range analysis
-  (``--xla_gpu_copy_insertion_use_region_analysis=true``), the GPU's form of what the CPU step takes.
 - ``triton-heroless-fusion``: XLA's priority fusion may also form Triton fusions without a reduction or
   matmul at their root (``--xla_gpu_experimental_enable_triton_heroless_priority_fusion=true``).
 
@@ -166,7 +164,6 @@ LEVERS: dict[str, Callable[[], list[Patch]]] = {
     "kernels-cast-per-call": lambda: [(bench_cases, "scoring_params", lambda graphdef, params: params)],
     "scorer-reads-each-batch": lambda: [(predict, "IN_FLIGHT", 0)],
     "state-copies": lambda: [(train_step, "TRAIN_STEP_COMPILER_OPTIONS", {})],
-    "gpu-copy-region-analysis": lambda: xla_flags("--xla_gpu_copy_insertion_use_region_analysis=true"),
     "triton-block-fusion": lambda: xla_flags("--xla_gpu_experimental_enable_fusion_block_level_rewriter=true"),
     "triton-heroless-fusion": lambda: xla_flags("--xla_gpu_experimental_enable_triton_heroless_priority_fusion=true"),
 }
