@@ -176,11 +176,12 @@ ATTENTION_KERNELS = ("auto", "xla", "cudnn", "blocked", "splash")
 
 BLOCKED_FROM = 64
 """``auto`` on CPU takes the blocked kernel from this many tokens on in code that is differentiated
-(training). Measured with the kernel's own backward pass, training steps alternated in one process
-(2-core Zen 3, B16, 2026-11-28; docs/benchmarks.md, "Where training takes the blocked kernel"): from
-64 tokens on it was level or faster for every shape tried (the tiny default 1.10x at 64 and 1.13x
-at 192, MiniLM's and a BERT-base's 1.01-1.07x); at 32 tokens level, so shorter rows keep XLA's
-kernel. A forward pass under :func:`predicting` takes it at every length."""
+(training). Measured with the kernel's own backward pass (2-core Zen 3, B16, 2026-11-28;
+docs/benchmarks.md, "Where training takes the blocked kernel"): from 64 tokens on it was level or
+faster for every shape tried (``bench_train.py --attention xla,blocked``: the tiny default 1.12-1.13x
+at 64 tokens and 1.20-1.24x at 192, Ettin-32M-like 0.98-1.05x; alternated in one process, MiniLM's and
+a BERT-base's shapes 1.01-1.07x); at 32 tokens level, so shorter rows keep XLA's kernel. A forward
+pass under :func:`predicting` takes it at every length."""
 
 _PREDICTING = contextvars.ContextVar("omnidistill_predicting", default=False)
 
