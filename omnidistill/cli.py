@@ -47,10 +47,10 @@ ON_ONE_HOST = "run it on one host (one worker of a TPU slice, one SLURM task), w
 
 
 def _eval(args: argparse.Namespace) -> int:
+    _one_process("eval", ON_ONE_HOST)  # before the heavy imports: a refused process stops in a second
     from omnidistill.eval.report import report_markdown
     from omnidistill.eval.run_eval import evaluate_run
 
-    _one_process("eval", ON_ONE_HOST)
     compare = {}
     for spec in args.compare or []:
         name, sep, path = spec.partition("=")
@@ -98,9 +98,9 @@ def _one_process(command: str, advice: str) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> int:
+    _one_process("sweep", "on several hosts, launch each run with `omnidistill train` (launch/), or run the sweep on one host")
     from omnidistill.sweep import run_sweep, summary_markdown
 
-    _one_process("sweep", "on several hosts, launch each run with `omnidistill train` (launch/), or run the sweep on one host")
     only = args.only.split(",") if args.only else ()
     outcome = run_sweep(args.sweep_file, args.overrides, output_dir=args.output_dir, only=only, resume=args.resume)
     print(summary_markdown(outcome.rows))
@@ -110,10 +110,10 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
+    _one_process("score", ON_ONE_HOST)
     from omnidistill.score_file import check_paths, score_file
     from omnidistill.scorer import Scorer
 
-    _one_process("score", ON_ONE_HOST)
     inputs, _ = check_paths(args.input, args.output, args.resume)  # before the model is loaded
     scorer = Scorer.load(
         args.model,
