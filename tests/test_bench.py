@@ -222,13 +222,16 @@ def test_bench_case_from_a_config_file(repo_root, monkeypatch, capsys):
     assert "flash: not one of auto, xla" in capsys.readouterr().err
 
 
-def test_bench_pipeline_compares_the_cache_with_tokenizing_on_the_fly(repo_root, tmp_path):
+def test_bench_pipeline_compares_the_cache_with_tokenizing_on_the_fly(repo_root, tmp_path, monkeypatch, capsys):
+    """In this process (the tool's own imports are the suite's); its cache readers are processes it starts."""
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    import bench_pipeline
+
     args = ["--records", "300", "--batches", "4", "--packed-batches", "2", "--pack-length", "256", "--cache-dir", str(tmp_path)]
-    done = subprocess.run(
-        [sys.executable, str(repo_root / "tools" / "bench_pipeline.py"), *args], capture_output=True, text=True, timeout=300, cwd=repo_root
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    rows = {r["what"]: r for r in map(json.loads, (line for line in done.stdout.splitlines() if line.startswith("{")))}
+    capsys.readouterr()
+    bench_pipeline.main(args)
+    out = capsys.readouterr().out
+    rows = {r["what"]: r for r in map(json.loads, (line for line in out.splitlines() if line.startswith("{")))}
     for what in ("bucketed, tokenized on the fly", "bucketed, from the cache", "packed, tokenized on the fly", "packed, from the cache"):
         assert rows[what]["tokens_per_s"] > 0
     assert "prepare (tokenize into the cache)" in rows and len(list(tmp_path.iterdir())) == 2  # 300 records and a tenth

@@ -97,7 +97,7 @@ def cache_reader(config: str, overrides: list[str]) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(ROOT / "configs" / "tiny.yaml"))
     parser.add_argument("--records", type=int, default=564_000)
@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--packed-batches", type=int, default=300)
     parser.add_argument("--pack-length", type=int, default=512)
     parser.add_argument("--cache-dir", default=None, help="token cache folder (default: a temporary one)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="od-bench-pipeline-"))
     cache_dir = args.cache_dir or str(work / "cache")

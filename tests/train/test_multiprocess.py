@@ -1,6 +1,6 @@
 """Real multi-process training on CPU: 2 JAX processes (coordinator on 127.0.0.1) x 2 devices each, data
 sharded across processes (each reading its own rows from the token cache), equal to one process with
-4 devices tokenizing on the fly."""
+8 devices tokenizing on the fly (the session's shared run)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 from omnidistill.runs.checkpoint import read_state_arrays
+from tests.shared_runs import TRAINED_TINY, tiny_run_args
 from tests.xla_env import child_env
 
-STEPS = 6
+STEPS = 6  # the shared run's (tests/shared_runs.py: TRAINED_TINY)
 
 
 def free_port() -> int:
@@ -27,25 +28,11 @@ def free_port() -> int:
 
 
 def command(repo_root, run, *extra):
-    return [
-        sys.executable,
-        "-m",
-        "omnidistill",
-        "train",
-        str(repo_root / "configs" / "tiny.yaml"),
-        f"train.output_dir={run}",
-        f"train.max_steps={STEPS}",
-        "train.eval_every_steps=6",
-        "checkpoint.every_steps=3",  # step 6 is saved as best and as latest at once: their barriers must not collide
-        "train.log_every_steps=1",
-        f"data.train=[{repo_root}/data/sample/train.jsonl]",
-        f"data.dev=[{repo_root}/data/sample/dev.jsonl]",
-        f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
-        "model.dropout=0.0",
-        "eval.length_step=192",  # one compiled dev-evaluation shape
-        "data.length_buckets=[192]",  # and one compiled train step per process
-        *extra,
-    ]
+    """The session's shared ``trained_tiny`` run (6 steps, dev evaluations at 3 and 6, the tiny default's
+    dropout), here checkpointed at 3 and 6 (step 6 is saved as best and as latest at once: their
+    barriers must not collide) with one compiled dev-evaluation shape."""
+    overrides = ("checkpoint.every_steps=3", "train.log_every_steps=1", "eval.length_step=192")
+    return [sys.executable, "-m", "omnidistill", *tiny_run_args(repo_root, run, *TRAINED_TINY, *overrides, *extra)]
 
 
 def run_multi(repo_root, run, *extra) -> None:
@@ -69,28 +56,21 @@ def final_params(run):
     return jax.tree.leaves(read_state_arrays(run / "checkpoints", STEPS))
 
 
-@pytest.fixture(scope="module")
-def single(tmp_path_factory, repo_root):
-    run = tmp_path_factory.mktemp("mp") / "single"
-    done = subprocess.run(command(repo_root, run), env=child_env(4), capture_output=True, text=True, timeout=400)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return run
-
-
 @pytest.mark.slow
-def test_two_processes_equal_one_and_resume_exactly(tmp_path, repo_root, single):
+def test_two_processes_equal_one_and_resume_exactly(tmp_path, repo_root, trained_tiny):
     """Hybrid mesh: data parallel across the 2 processes (DCN granules) x FSDP over the 2 devices within
     each. The two processes read the token cache (both build it at once on first use; one rename wins)
-    and each collates only its own rows; the single process tokenizes the whole batch on the fly. Both
-    processes resumed from step 3 end bit-identical to their uninterrupted run."""
+    and each collates only its own rows; the shared run (one process, 8 devices, the same dropout masks:
+    they do not depend on the sharding) tokenized the whole batch on the fly. Both processes resumed
+    from step 3 end bit-identical to their uninterrupted run."""
     run, mesh = tmp_path / "multi", ("mesh.data=1", "mesh.fsdp=2", "mesh.dcn_data=2", f"data.token_cache={tmp_path / 'tokens'}")
     run_multi(repo_root, run, *mesh)
     assert len(list((tmp_path / "tokens").glob("train-*/tokens.npy"))) == 1  # one finished cache, no leftovers
     assert not [p for p in (tmp_path / "tokens").iterdir() if p.name.startswith(".")]
-    for a, b in zip(final_params(run), final_params(single), strict=True):
+    for a, b in zip(final_params(run), final_params(trained_tiny), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5, rtol=1e-5)
     multi_dev = json.loads((run / "best_metrics.json").read_text())["dev_mae"]
-    single_dev = json.loads((single / "best_metrics.json").read_text())["dev_mae"]
+    single_dev = json.loads((trained_tiny / "best_metrics.json").read_text())["dev_mae"]
     assert multi_dev == pytest.approx(single_dev, abs=1e-5)
     names = sorted(p.name for p in (run / "checkpoints" / str(STEPS) / "data").iterdir() if p.name.startswith("process_"))
     assert names == ["process_0-of-2.json", "process_1-of-2.json"]  # one grain iterator state per process
