@@ -38,7 +38,7 @@ def train_cmd(repo_root: Path, run: Path, *extra: str) -> list[str]:
         "checkpoint.keep=3",
         "data.dev=[]",
         "data.length_buckets=[192]",  # one compiled step shape per process
-        "model.attention=xla",  # the shared run's kernel (tests/shared_runs.py: TRAINED_TINY)
+        "model.attention=xla",  # cheaper under the suite's fast-compile flags, as TRAINED_TINY says (tests/shared_runs.py)
         "train.log_every_steps=1",
         f"data.train=[{repo_root}/data/sample/train.jsonl]",
         f"model.tokenizer={repo_root}/assets/tiny-wordpiece",
