@@ -84,7 +84,7 @@ def assert_hidden_states_match(
     hf = transformers.AutoModel.from_pretrained(folder).eval()
     with torch.no_grad():
         ref = hf(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask).long()).last_hidden_state.numpy()
-    ours = np.asarray(flax_from_folder(folder, family, scan=scan).encoder(ids, mask))
+    ours = np.asarray(jitted(flax_from_folder(folder, family, scan=scan).encoder)(ids, mask))
     valid = mask.astype(bool)
     np.testing.assert_allclose(ours[valid], ref[valid], atol=atol, rtol=0)
 
@@ -98,7 +98,17 @@ def assert_logits_match(folder: Path, family: str, ids: np.ndarray, mask: np.nda
     with torch.no_grad():
         ref = hf(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask).long()).logits.numpy()
     model = flax_from_folder(folder, family, groups=("encoder", "pooler", "classifier"))
-    np.testing.assert_allclose(np.asarray(model(ids, mask)), ref, atol=atol)
+    np.testing.assert_allclose(np.asarray(jitted(model)(ids, mask)), ref, atol=atol)
+
+
+def jitted(module):
+    """``module``'s call compiled as one program (as training and scoring run it), not op by op."""
+    import jax
+    from flax import nnx
+
+    graphdef, state = nnx.split(module)
+    forward = jax.jit(lambda state, *args: nnx.merge(graphdef, state)(*args))
+    return lambda *args: forward(state, *args)
 
 
 def random_batch(vocab: int, batch: int = 3, seq: int = 17, seed: int = 0, pad: bool = True):
