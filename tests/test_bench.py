@@ -207,6 +207,19 @@ def test_bench_deberta_cpu_times_both_sides_by_phase(repo_root, monkeypatch, cap
     for side in ("omnidistill", "pytorch"):
         assert all(row[f"{side}_{phase}_s"] > 0 for phase in ("step", "forward", "forward_backward")), row
     assert row["ratio"] == pytest.approx(row["pytorch_step_s"] / row["omnidistill_step_s"], abs=0.01)
+    assert row["ratio_median"] > 0  # one pair of steps here: its ratio (the pairing is pinned below)
+
+
+def test_bench_deberta_cpu_alternates_the_sides_in_each_round(repo_root, monkeypatch):
+    """Two warm-up calls per side, then rounds of one timed call each, the order flipped every other
+    round, so that each round's two calls meet the same host load; one time per timed call."""
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    from bench_deberta_cpu import alternate
+
+    calls = []
+    times = alternate({"ours": lambda: calls.append("ours"), "torch": lambda: calls.append("torch")}, steps=3)
+    assert calls == ["ours", "ours", "torch", "torch", "ours", "torch", "torch", "ours", "ours", "torch"]
+    assert [len(t) for t in times.values()] == [3, 3] and all(s >= 0 for t in times.values() for s in t)
 
 
 def test_bench_case_from_a_config_file(repo_root, monkeypatch, capsys):

@@ -6,8 +6,11 @@
 The CPU proxy for DeBERTa's GPU MFU: both sides run the same DeBERTa-v3-base layer shapes (hidden 768,
 12 heads, 256 position buckets, shared c2p/p2c keys; fewer layers and a smaller vocabulary, so that a
 step takes seconds on a laptop), fp32, random weights, one step = forward, MSE on ``1 + 4 sigmoid`` of
-a 4-way linear head on [CLS], backward and AdamW. Best of ``--steps`` timed steps after two warm-up
-steps. Prints one JSON line: each side's step time and the ratio (PyTorch time / ours; target >= 1.0).
+a 4-way linear head on [CLS], backward and AdamW. Each side takes two warm-up steps, then the sides
+alternate, ``--steps`` timed steps each (ours then PyTorch, then PyTorch then ours, and so on), so that
+each pair of steps shares the host's load of the moment. Prints one JSON line: each side's best step
+time, their ratio (PyTorch time / ours; target >= 1.0), and ``ratio_median``, the median of the
+``--steps`` pairs' ratios, which a noisy host moves less than the ratio of two best times.
 ``--layout`` forces the position scores' layout (``modeling.accelerator_layout``): ``accelerator`` is
 the GPU's and TPU's, ``cpu`` the CPU's, ``auto`` this backend's.
 ``--phases`` also times each side's forward pass alone (PyTorch's recording its graph, as in
@@ -33,8 +36,9 @@ def deberta_config(layers: int, vocab: int) -> dict:
     return {**CASES["deberta-v3-base"][1], "num_hidden_layers": layers, "vocab_size": vocab}
 
 
-def ours_times(hf: dict, batch: dict[str, np.ndarray], steps: int, attention: str, phases: bool) -> dict[str, float]:
-    """Our side's best times: the training step, and with ``phases`` its forward and forward-backward passes."""
+def ours_runs(hf: dict, batch: dict[str, np.ndarray], attention: str, phases: bool) -> dict[str, Callable[[], None]]:
+    """Our side's calls to time, by phase: the training step, and with ``phases`` its forward and
+    forward-backward passes (each waits for its results)."""
     import jax
     from bench_cases import _jit_train_step, _optimizer
     from flax import nnx
@@ -59,29 +63,34 @@ def ours_times(hf: dict, batch: dict[str, np.ndarray], steps: int, attention: st
         box[0], metrics = step(box[0], data)
         jax.block_until_ready(metrics)
 
-    times = {"step": best_of(train, steps)}
+    runs = {"step": train}
     if phases:
         loss = make_loss_fn(graphdef, LossConfig())
         forward = jax.jit(lambda p, b: loss(p, b, None))
         backward = jax.jit(lambda p, b: jax.value_and_grad(loss, has_aux=True)(p, b, None))
-        times["forward"] = best_of(lambda: jax.block_until_ready(forward(box[0].params, data)), steps)
-        times["forward_backward"] = best_of(lambda: jax.block_until_ready(backward(box[0].params, data)), steps)
+        runs["forward"] = lambda: jax.block_until_ready(forward(box[0].params, data))
+        runs["forward_backward"] = lambda: jax.block_until_ready(backward(box[0].params, data))
+    return runs
+
+
+def alternate(sides: dict[str, Callable[[], None]], steps: int) -> dict[str, list[float]]:
+    """Seconds of each of ``steps`` timed calls per side, after two warm-up calls of each; the sides take
+    turns, in the opposite order every other round, so that round k's calls share the host's load."""
+    for run in sides.values():
+        for _ in range(2):
+            run()
+    times = {name: [] for name in sides}
+    order = list(sides)
+    for k in range(steps):
+        for name in order if k % 2 == 0 else order[::-1]:
+            start = time.perf_counter()
+            sides[name]()
+            times[name].append(time.perf_counter() - start)
     return times
 
 
-def best_of(run: Callable[[], object], steps: int) -> float:
-    """The shortest of ``steps`` timed calls of ``run``, after two warm-up calls."""
-    best = float("inf")
-    for i in range(steps + 2):
-        start = time.perf_counter()
-        run()
-        if i >= 2:
-            best = min(best, time.perf_counter() - start)
-    return best
-
-
-def torch_times(hf: dict, batch: dict[str, np.ndarray], steps: int, phases: bool) -> dict[str, float]:
-    """PyTorch's best times, as :func:`ours_times`."""
+def torch_runs(hf: dict, batch: dict[str, np.ndarray], phases: bool) -> dict[str, Callable[[], None]]:
+    """PyTorch's calls to time, as :func:`ours_runs`."""
     import torch
     from transformers import DebertaV2Config, DebertaV2Model
 
@@ -105,11 +114,10 @@ def torch_times(hf: dict, batch: dict[str, np.ndarray], steps: int, phases: bool
         forward_backward()
         opt.step()
 
-    times = {"step": best_of(train, steps)}
+    runs = {"step": train}
     if phases:
-        times["forward"] = best_of(forward, steps)
-        times["forward_backward"] = best_of(forward_backward, steps)
-    return times
+        runs |= {"forward": forward, "forward_backward": forward_backward}
+    return runs
 
 
 def main() -> None:
@@ -136,16 +144,18 @@ def main() -> None:
     batch = _train_batch(hf, args.batch, args.seq)
     out = {"layers": args.layers, "batch": args.batch, "seq": args.seq, "vocab": args.vocab}
     out |= {"attention": args.attention, "layout": args.layout} | ({"config": args.config} if args.config else {})
-    sides = {}
+    runs = {}
     if args.side in ("both", "ours"):
-        sides["omnidistill"] = ours_times(hf, batch, args.steps, args.attention, args.phases)
+        runs["omnidistill"] = ours_runs(hf, batch, args.attention, args.phases)
     if args.side in ("both", "torch"):
-        sides["pytorch"] = torch_times(hf, batch, args.steps, args.phases)
-    for side, times in sides.items():
-        out |= {f"{side}_{phase}_s": round(t, 3) for phase, t in times.items()}
-    if args.side == "both":
-        out["ratio"] = round(out["pytorch_step_s"] / out["omnidistill_step_s"], 2)
-        out["target_ratio"] = 1.0
+        runs["pytorch"] = torch_runs(hf, batch, args.phases)
+    for phase in runs[next(iter(runs))]:  # the step, then the phases on the state it trained
+        times = alternate({side: by_phase[phase] for side, by_phase in runs.items()}, args.steps)
+        out |= {f"{side}_{phase}_s": round(min(seconds), 3) for side, seconds in times.items()}
+        if phase == "step" and args.side == "both":
+            out["ratio"] = round(out["pytorch_step_s"] / out["omnidistill_step_s"], 2)
+            out["ratio_median"] = round(float(np.median(np.divide(times["pytorch"], times["omnidistill"]))), 2)
+            out["target_ratio"] = 1.0
     print(json.dumps(out))
 
 
