@@ -363,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-tokens",
         type=at_least(0),
         metavar="N",
-        help=TOKENS_HELP.format(default="a run's eval.batch_tokens; else 2048 on one CPU device, 0 otherwise"),
+        help=TOKENS_HELP.format(default="a run's eval.batch_tokens; else 1024 on one CPU device, 0 otherwise"),
     )
     p.add_argument("--skip-invalid", action="store_true", help="skip malformed lines (counted) instead of failing on the first")
     p.add_argument(

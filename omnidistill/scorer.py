@@ -5,7 +5,7 @@
     scorer.score(candidates=["Paris is the capital."], questions=["What is the capital of France?"])
     # -> [{"informativeness": 4.1, "clarity": 4.6, "plausibility": 4.4, "faithfulness": 4.3}]
 
-Items are sorted by token count and batched, up to ``eval.batch_tokens`` real tokens per device (2048 on one CPU device) for an
+Items are sorted by token count and batched, up to ``eval.batch_tokens`` real tokens per device (1024 on one CPU device) for an
 encoder that runs unpadded (BERT, XLM-R, DeBERTa, ModernBERT: its layers' per-token work skips the padding),
 ``batch_size`` items otherwise; each batch is padded to the next multiple of ``eval.length_step``
 tokens (one compiled function per padded length, reused across calls). Results come back in input
@@ -111,7 +111,7 @@ class Scorer:
     batch_tokens: int | None = None
     """Batches of up to this many real tokens per batch shard, the encoder's layers unpadded
     (``eval.batch_tokens``; an encoder that can, and no packing); 0: batches of ``batch_size`` items;
-    None: 2048 on one CPU batch shard, else 0."""
+    None: 1024 on one CPU batch shard, else 0."""
     compiler_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     """XLA options for the scoring program (``eval.compiler_options``), checked when the Scorer is made."""
     compute_dtype: str = "float32"
@@ -172,7 +172,7 @@ class Scorer:
         ``omniscore`` folder (``config.json``). ``pack_length``: packed rows of that many tokens (0: padded
         rows; default: the run's ``eval.pack_length``, 0 for an exported folder). ``batch_tokens``:
         real tokens per batch shard for an encoder that runs unpadded (0: ``batch_size`` items; default:
-        the run's ``eval.batch_tokens``; unset: 2048 on one CPU batch shard, else 0). ``compiler_options``:
+        the run's ``eval.batch_tokens``; unset: 1024 on one CPU batch shard, else 0). ``compiler_options``:
         XLA options for the scoring program, over the run's ``eval.compiler_options``. ``compute_dtype``:
         ``float32`` or ``bfloat16`` (default: the run's ``eval.compute_dtype``; ``float32`` for an exported
         folder)."""

@@ -308,7 +308,7 @@ class EvalConfig:
     no ``pack_length``: batches of up to this many real tokens per batch shard (device; items sorted by
     token count) instead of ``batch_size`` items, and the layers' per-token work on those tokens only
     (attention still per padded item). Scores equal the padded path's within float rounding. 0:
-    batches of ``batch_size`` padded items. Unset: 2048 on one CPU batch shard, else 0 (on several
+    batches of ``batch_size`` padded items. Unset: 1024 on one CPU batch shard, else 0 (on several
     shards batches close at each padded length with most shards idle; on GPU and TPU no budget is
     measured yet). The decoders always batch by items."""
     compute_dtype: Literal["float32", "bfloat16"] = "float32"

@@ -30,7 +30,7 @@ UNPADDED_INPUTS = (*MODEL_INPUTS, "token_index")
 """What it receives for batches filled by tokens (the encoder's layers run unpadded)."""
 
 
-DEFAULT_BATCH_TOKENS = 2048
+DEFAULT_BATCH_TOKENS = 1024
 """``eval.batch_tokens`` when unset, on one CPU batch shard: the best budget measured on CPU
 (docs/benchmarks.md)."""
 
