@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.xla_env import child_env, xla_flags
+from tests.xla_env import child_env, emitters_as_users_compile, xla_flags
 
 
 def one_device_env() -> dict[str, str]:
@@ -374,9 +374,9 @@ def test_op_mix_groups_a_real_trace_by_the_work_of_each_op(repo_root, tmp_path):
         return h.sum(0), jnp.zeros(4096).at[idx].add(x[:, 0])
 
     args = (jnp.ones((256, 256)), jnp.ones((512, 256)), jnp.arange(512) % 4096)
-    # XLA's CPU fusion emitters, as users compile (the suite turns them off: tests/xla_env.py); without
+    # XLA's CPU fusion emitters, as users compile (the suite turns them off where XLA has the flag: tests/xla_env.py); without
     # them a scatter-add is expanded into a loop of dynamic updates, with no scatter op to find
-    compiled = jax.jit(f).lower(*args).compile(compiler_options={"xla_cpu_use_fusion_emitters": True})
+    compiled = jax.jit(f).lower(*args).compile(compiler_options=emitters_as_users_compile())
     other = jax.jit(lambda x: jnp.exp(x).sum(0)).lower(args[1]).compile()  # another program, run while tracing
     jax.block_until_ready((compiled(*args), other(args[1])))
     with jax.profiler.trace(str(tmp_path)):

@@ -15,21 +15,57 @@ and the benchmark tools keep XLA's defaults, and so does the quick-start test, w
 training steps are where the slower code costs the most. Tests that run a few dozen steps in process
 pay some of it too (the tiny default's 8-device step: 430 ms of CPU at level 0, 540 ms with the
 emitters off as well), which the compiles saved outweigh in the suite's total
-(docs/benchmarks.md, "Test suite time")."""
+(docs/benchmarks.md, "Test suite time").
+
+XLA aborts the process on a flag it does not know, and newer XLA has no legacy emitters to go back to
+(jaxlib 0.12, which pip installs on Python 3.12 and later, removed the flag): the suite asks XLA once,
+in a child process, and leaves the flag out where it is unknown (:func:`fusion_emitters_flag`)."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
-FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+OPTIMIZATION_LEVEL_0 = "--xla_backend_optimization_level=0"
+FUSION_EMITTERS_OFF = "--xla_cpu_use_fusion_emitters=false"
+_FLAG_KNOWN = "OMNIDISTILL_TESTS_XLA_KNOWS_FUSION_EMITTERS"  # the probe's answer, inherited by workers and children
 _CACHE_SETTINGS = ("JAX_COMPILATION_CACHE_DIR", "JAX_COMPILATION_CACHE_MAX_SIZE", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS")
+
+
+def xla_knows(flag: str) -> bool:
+    """Whether this XLA takes ``flag`` in ``XLA_FLAGS``: a child Python starts the CPU backend with it
+    (an unknown flag aborts that process, not this one)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
+    probe = [sys.executable, "-c", "import jax; jax.devices()"]
+    return subprocess.run(probe, env={**env, "XLA_FLAGS": flag, "JAX_PLATFORMS": "cpu"}, capture_output=True).returncode == 0
+
+
+def fusion_emitters_flag() -> bool:
+    """Whether this XLA knows ``--xla_cpu_use_fusion_emitters`` (:func:`xla_knows`), asked once per
+    suite: the answer is kept in the environment, which the parallel workers and the tests'
+    subprocesses inherit."""
+    if _FLAG_KNOWN not in os.environ:
+        os.environ[_FLAG_KNOWN] = "1" if xla_knows(FUSION_EMITTERS_OFF) else "0"
+    return os.environ[_FLAG_KNOWN] == "1"
+
+
+def fast_compile_flags() -> str:
+    """The suite's compile setting: level 0, and the legacy emitters where this XLA still has them."""
+    return " ".join([OPTIMIZATION_LEVEL_0, *([FUSION_EMITTERS_OFF] if fusion_emitters_flag() else [])])
+
+
+def emitters_as_users_compile() -> dict[str, bool]:
+    """Compile options that undo the suite's emitters-off setting for one program, so that it is
+    compiled as users' programs are (empty where XLA has only the fusion emitters)."""
+    return {"xla_cpu_use_fusion_emitters": True} if fusion_emitters_flag() else {}
 
 
 def xla_flags(devices: int | None, fast_compile: bool = True) -> str:
     """``XLA_FLAGS`` for a process of the suite with ``devices`` simulated CPU devices (None: one, XLA's
     own), compiled fast unless ``fast_compile`` is off (XLA's default level, as users run)."""
     host = [] if devices is None else [f"--xla_force_host_platform_device_count={devices}"]
-    return " ".join([*host, *([FAST_COMPILE] if fast_compile else [])])
+    return " ".join([*host, *([fast_compile_flags()] if fast_compile else [])])
 
 
 def child_env(devices: int | None = None, fast_compile: bool = True, **extra: str) -> dict[str, str]:

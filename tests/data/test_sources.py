@@ -89,7 +89,7 @@ def test_a_null_or_blank_id_defaults_to_the_location_and_an_id_of_another_type_i
 
 
 def test_a_lone_surrogate_is_the_records_error_and_a_pair_is_its_character(tmp_path):
-    """JSON may escape half of a UTF-16 pair (``\ud83d``, text cut inside an emoji): the tokenizer then
+    r"""JSON may escape half of a UTF-16 pair (``\ud83d``, text cut inside an emoji): the tokenizer then
     failed with ``TextEncodeInput must be Union[...]``, a TypeError, and the traceback stopped ``score``."""
     lines = ['{"id": "a", "candidate": "cut \\ud83d", "labels": {"clarity": 3}}']
     lines.append('{"id": "b", "candidate": "\\ud83d\\ude00", "labels": {"clarity": 3}}')

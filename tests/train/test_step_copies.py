@@ -12,6 +12,7 @@ from omnidistill.parallel.mesh import batch_sharding, build_mesh, global_batch_a
 from omnidistill.train.setup import check_run_config, init_state
 from omnidistill.train.step import TRAIN_STEP_COMPILER_OPTIONS, make_train_step, train_step_compiler_options
 from tests.train.helpers import batch_arrays, tiny_setup
+from tests.xla_env import emitters_as_users_compile
 
 
 def copied_arguments(hlo: str) -> int:
@@ -28,7 +29,7 @@ def test_the_donated_state_is_updated_in_place_with_the_same_values(repo_root):
     batch = {k: global_batch_array(v, batch_sharding(mesh)) for k, v in batch_arrays(ds[0]).items()}
     # XLA's CPU fusion emitters, as users compile: with the suite's older emitters at level 0
     # (tests/xla_env.py) the in-place update rounds one value a float32 ulp apart
-    emitters = {"xla_cpu_use_fusion_emitters": True}
+    emitters = emitters_as_users_compile()
     results = {}
     for name, options in (("xla default", emitters), ("the step's", {**train_step_compiler_options(), **emitters})):
         state = init_state(params, tx, 0, mesh, ())
