@@ -14,9 +14,11 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from omnidistill.export.omniscore_format import OMNISCORE_INSTALL
+
 ROOT = Path(__file__).resolve().parents[1]
 EXTRAS = ("test", "torch", "tfds", "wandb", "gcs")
-INSTALLED_SEPARATELY = {"omniscore"}  # pip install --no-deps omniscore==0.1.0 (README, .ci/run)
+INSTALLED_SEPARATELY = {"omniscore"}  # OMNISCORE_INSTALL (README, .ci/run)
 # this repository's own modules (the tools import each other, and tests import the tools), and the peer's script
 LOCAL = {"omnidistill", "tests", "peer_bench_torch"} | {path.stem for path in (ROOT / "tools").glob("*.py")}
 
@@ -87,3 +89,13 @@ def test_the_check_catches_an_import_of_an_installed_but_undeclared_package(tmp_
     assert "numpy" in allowed and "pytest-benchmark" not in allowed  # installed on the dev machine, declared nowhere
     providers = {"numpy": ["numpy"], "pytest_benchmark": ["pytest-benchmark"]}
     assert [m.split(" ")[0] for m in undeclared(modules, allowed, providers)] == ["not_installed_anywhere", "pytest_benchmark"]
+
+
+def test_omniscore_is_installed_the_same_way_wherever_the_project_says_how():
+    """README command 1, ``.ci/run`` and docs/export.md give OMNISCORE_INSTALL (as the export's warning
+    and model cards do): without ``--ignore-requires-python``, omniscore 0.1.0's ``Requires-Python <3.13``
+    stopped command 1 and ``.ci/run`` on Python 3.13."""
+    for name in ("README.md", ".ci/run", "docs/export.md"):
+        lines = [line for line in (ROOT / name).read_text(encoding="utf-8").splitlines() if "omniscore==" in line]
+        commands = [line.replace("python3 -m pip install --quiet", "pip install") for line in lines]
+        assert commands and all(OMNISCORE_INSTALL in command for command in commands), f"{name}: {lines}"

@@ -35,7 +35,7 @@ from omnidistill.export.card_metadata import CardInfo
 from omnidistill.export.errors import ExportError
 from omnidistill.export.hub import HubTarget, hub_token, push_folder
 from omnidistill.export.model_card import card_settings, model_card
-from omnidistill.export.omniscore_format import omniscore_config_dict, omniscore_tensors
+from omnidistill.export.omniscore_format import OMNISCORE_INSTALL, omniscore_config_dict, omniscore_tensors
 from omnidistill.models.heads import HEADS
 from omnidistill.models.registry import get_family
 from omnidistill.models.weights import flax_to_hf
@@ -211,7 +211,7 @@ def consumer_available(folder_format: str) -> bool:
     needed = ["torch", "transformers"] + (["omniscore"] if folder_format == "omniscore" else [])
     missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
-        hint = "pip install --no-deps omniscore==0.1.0" if "omniscore" in missing else "pip install torch==2.13.0"
+        hint = OMNISCORE_INSTALL if "omniscore" in missing else "pip install torch==2.13.0"
         log.warning("%s not installed: skipping the check against the %s consumer (%s)", ", ".join(missing), folder_format, hint)
     return not missing
 

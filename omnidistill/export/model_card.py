@@ -15,6 +15,7 @@ from omnidistill.config import Config
 from omnidistill.data.input_text import TextLayout
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.export.card_metadata import CardInfo, front_matter, results_table, summarize_data, training_summary
+from omnidistill.export.omniscore_format import OMNISCORE_INSTALL
 
 EXAMPLE = {"source": "What is the capital of France?", "candidate": "Paris is the capital of France."}
 PLACEHOLDER = "PATH_OR_REPO"
@@ -107,7 +108,7 @@ def model_card(run_dir: Path, cfg: Config, step: int, folder_format: str, layout
     else:
         blocks.append(
             (
-                "The `omniscore` package (`pip install --no-deps omniscore==0.1.0`: its own pins are stale)",
+                f"The `omniscore` package (`{OMNISCORE_INSTALL}`: its own pins are stale)",
                 f'from omniscore import OmniScorer\n\npath = "{PLACEHOLDER}"\n'
                 f"scorer = OmniScorer(path, device='cpu', max_length={n})\n"
                 f"result = scorer.score({EXAMPLE['candidate']!r}, sources={EXAMPLE['source']!r}"
