@@ -196,7 +196,7 @@ class Scorer:
             tokenizer = load_tokenizer(str(path))
             return cls(
                 graphdef,
-                state.to_pure_dict(),
+                nnx.to_pure_dict(state),
                 tokenizer,
                 published.data,
                 batch_size,

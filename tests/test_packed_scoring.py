@@ -32,7 +32,7 @@ def scorers(family: str, tokenizer, head: str = "linear_sigmoid") -> tuple[Score
     arch = {**BASE, **ARCHS[family], "vocab_size": len(tokenizer), "max_position_embeddings": MAX_LENGTH + 4}
     model = build_regressor(ModelConfig(family=family, pooling=POOLING.get(family, "cls_raw"), head=head, dropout=0.0), arch, seed=0)
     graphdef, state = nnx.split(model, nnx.Param)
-    params, data = state.to_pure_dict(), DataConfig(max_length=MAX_LENGTH)
+    params, data = nnx.to_pure_dict(state), DataConfig(max_length=MAX_LENGTH)
     # one padded shape (length_step = max_length) and one packed shape: two compiles per scorer
     padded = Scorer(graphdef, params, tokenizer, data, batch_size=8, length_step=MAX_LENGTH, batch_tokens=0)  # items, padded
     return padded, Scorer(graphdef, params, tokenizer, data, batch_size=8, length_step=MAX_LENGTH, pack_length=PACK_LENGTH)

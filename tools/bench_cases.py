@@ -214,7 +214,7 @@ def bench_train(
     ``omnidistill train`` applies them (BERT's and DeBERTa's 0.1; the peer trains with them too), or none."""
     model, hf = _model(name, tiny, dtype, attention, remat, dropout=dropout)
     graphdef, state = nnx.split(model, nnx.Param)
-    params = state.to_pure_dict()
+    params = nnx.to_pure_dict(state)
     mesh = build_mesh(MeshConfig())
     tx = _optimizer(params)
     train_state = init_state(params, tx, 0, mesh, ())
@@ -275,7 +275,7 @@ def _saved_bytes(name: str, tiny: bool, dtype: str, remat: str, batch: int, seq:
     dropout applied as training applies it."""
     model, hf = _model(name, tiny, dtype, "xla", remat, abstract=True, dropout=True)
     graphdef, state = nnx.split(model, nnx.Param)
-    params = state.to_pure_dict()
+    params = nnx.to_pure_dict(state)
     data = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), _train_batch(hf, batch, seq))
     loss_fn = make_loss_fn(graphdef, LossConfig())
     rng = jax.random.PRNGKey(0) if model.dropout_rate > 0 else None
@@ -356,7 +356,7 @@ def bench_score(
     model, hf = _model(name, tiny, dtype, attention)
     graphdef, state = nnx.split(model, nnx.Param)
     predict = jax.jit(make_predict_fn(graphdef), compiler_options=compiler_options or None)
-    params = scoring_params(graphdef, state.to_pure_dict())
+    params = scoring_params(graphdef, nnx.to_pure_dict(state))
     rng = np.random.default_rng(0)
     data = {
         "input_ids": jnp.asarray(rng.integers(5, hf["vocab_size"], (batch, seq)), jnp.int32),
@@ -478,11 +478,11 @@ def bench_score_varlen(
         tokens = batch_tokens if model.takes_token_index else 0
         batching = dict(batch=batch, pack_length=pack_length, batch_tokens=tokens, length_step=length_step)
         program, one_pass = _scorer_loop_pass(
-            graphdef, state.to_pure_dict(), lengths, max_length, hf["vocab_size"], compiler_options, **batching
+            graphdef, nnx.to_pure_dict(state), lengths, max_length, hf["vocab_size"], compiler_options, **batching
         )
         predict, params = program.predict_fn, program.params  # cast and placed by the program, as the Scorer's
     else:
-        params = scoring_params(graphdef, state.to_pure_dict())
+        params = scoring_params(graphdef, nnx.to_pure_dict(state))
         predict = jax.jit(make_predict_fn(graphdef, num_segments=slots), compiler_options=compiler_options or None)
         placed = [{k: jnp.asarray(v) for k, v in b.items()} for b in batches]
 

@@ -44,7 +44,7 @@ def compile_once(name: str, scan: bool, *, batch: int, seq: int, dtype: str, tin
     model, hf = _model(name, tiny, dtype, "auto", abstract=True, scan=scan, dropout=True)
     built_at = time.perf_counter()
     graphdef, state = nnx.split(model, nnx.Param)
-    params = state.to_pure_dict()
+    params = nnx.to_pure_dict(state)
     tx = _optimizer(params)
     train_state = TrainState(
         step=jax.ShapeDtypeStruct((), jnp.int32),

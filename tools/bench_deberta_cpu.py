@@ -51,7 +51,7 @@ def ours_runs(hf: dict, batch: dict[str, np.ndarray], attention: str, phases: bo
 
     model = build_regressor(ModelConfig(family="deberta_v2", pooling="cls_raw", attention=attention, dropout=0.0), hf)
     graphdef, state = nnx.split(model, nnx.Param)
-    params = state.to_pure_dict()
+    params = nnx.to_pure_dict(state)
     mesh = build_mesh(MeshConfig())
     tx = _optimizer(params)
     train_state = init_state(params, tx, 0, mesh, ())

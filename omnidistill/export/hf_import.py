@@ -102,6 +102,6 @@ def _read_published(folder: Path) -> tuple[Config, dict[str, Any], Any, Any, dic
 def _save_imported(run_dir: Path, cfg: Config, hf_config: dict[str, Any], tokenizer: Any, model: Any) -> None:
     save_run_metadata(run_dir, cfg, hf_config, tokenizer)
     ckpts = RunCheckpoints(run_dir)
-    ckpts.save_best(0, nnx.state(model, nnx.Param).to_pure_dict(), float("inf"))
+    ckpts.save_best(0, nnx.to_pure_dict(nnx.state(model, nnx.Param)), float("inf"))
     ckpts.wait()
     ckpts.close()

@@ -95,12 +95,12 @@ def read_hf_tensor_shapes(folder: str | Path) -> dict[str, tuple[int, ...]]:
 
 def param_dict(model: nnx.Module) -> dict[Any, Any]:
     """The model's parameters as a plain nested dict of arrays."""
-    return nnx.state(model, nnx.Param).to_pure_dict()
+    return nnx.to_pure_dict(nnx.state(model, nnx.Param))
 
 
 def unrolled_shapes(model: nnx.Module) -> dict[tuple[Any, ...], tuple[int, ...]]:
     """Shape of every parameter, by its path in the unrolled layout (``encoder/layers/<n>/...``)."""
-    tree = jax.eval_shape(unstack_layers, nnx.state(model, nnx.Param).to_pure_dict())  # shapes only: no layer is sliced
+    tree = jax.eval_shape(unstack_layers, nnx.to_pure_dict(nnx.state(model, nnx.Param)))  # shapes only: no layer is sliced
     return {path: tuple(leaf.shape) for path, leaf in nnx.traversals.flatten_mapping(tree).items()}
 
 
@@ -108,20 +108,20 @@ def set_params(model: nnx.Module, params: dict[Any, Any]) -> None:
     """Overwrite the model's parameters (a partial nested dict is allowed). ``params`` may be in either
     layout: an unrolled tree is stacked for a model with ``model.scan_layers`` (see :mod:`omnidistill.models.scan`)."""
     state = nnx.state(model, nnx.Param)
-    current = state.to_pure_dict()
+    current = nnx.to_pure_dict(state)
     if is_scanned(current):
         params = stack_layers(params, tree_plan(current))
     elif is_scanned(params):
         params = unstack_layers(params)
     flat_new = dict(nnx.traversals.flatten_mapping(params))
-    for path, var in state.flat_state():
+    for path, var in nnx.to_flat_state(state):
         if path in flat_new:
             value = flat_new[path]
             current = var.get_value()
             if tuple(value.shape) != tuple(current.shape):
                 raise ValueError(f"{'/'.join(map(str, path))}: shape {value.shape} != {current.shape}")
             var.set_value(jnp.asarray(value, dtype=current.dtype))
-    unset = [path for path, var in state.flat_state() if isinstance(var.get_value(), jax.ShapeDtypeStruct)]
+    unset = [path for path, var in nnx.to_flat_state(state) if isinstance(var.get_value(), jax.ShapeDtypeStruct)]
     if unset:  # a model built without weights (abstract_regressor) must get every one
         where = "/".join(map(str, unset[0]))
         raise ValueError(f"{where}: no value for this parameter of a model built without weights ({len(unset)} unset)")

@@ -33,4 +33,4 @@ def kernels_in_compute_dtype(graphdef: nnx.GraphDef, params: Any) -> Any:
     for _, module in nnx.iter_modules(model):
         if isinstance(module, nnx.Linear) and lower_precision(module.dtype, module.kernel[...].dtype):
             module.kernel.set_value(module.kernel[...].astype(module.dtype))  # [...] = would keep float32
-    return nnx.split(model, nnx.Param)[1].to_pure_dict()
+    return nnx.to_pure_dict(nnx.split(model, nnx.Param)[1])

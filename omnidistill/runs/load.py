@@ -37,5 +37,5 @@ def load_trained(run_dir: str | Path, checkpoint: str = "best", compute_dtype: s
     model = trained_model_shapes(cfg, hf_config, tok_dir, dtype)  # the checkpoint gives every value
     graphdef, params_state = nnx.split(model, nnx.Param)
     sub = {"best": "best", "latest": "checkpoints"}[checkpoint]
-    params, step = restore_params(run_dir / sub, params_state.to_pure_dict())
+    params, step = restore_params(run_dir / sub, nnx.to_pure_dict(params_state))
     return cfg, graphdef, params, load_tokenizer(str(tok_dir)), step

@@ -90,7 +90,7 @@ def adamw_vectors_packed(
 
 
 def packed_global_norm(tree: Any, small: int = SMALL_ARRAY) -> jax.Array:
-    """``optax.global_norm`` with the arrays of at most ``small`` values squared and summed as one
+    """``optax.tree.norm`` with the arrays of at most ``small`` values squared and summed as one
     concatenated vector (the same norm up to the order of the float32 sums)."""
     leaves = jax.tree.leaves(tree)
     few = [x.reshape(-1).astype(jnp.float32) for x in leaves if x.size <= small]

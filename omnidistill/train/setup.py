@@ -249,7 +249,7 @@ def load_initial_model(cfg: Config, *, shapes_only: bool = False) -> LoadedModel
     if not any(p[0] == "encoder" for p in matched):
         raise TrainError(f"model.init_from={source}: its encoder does not fit the configured model")
     if not shapes_only:
-        params, step = restore_params(source / "best", nnx.state(source_model, nnx.Param).to_pure_dict())
+        params, step = restore_params(source / "best", nnx.to_pure_dict(nnx.state(source_model, nnx.Param)))
         flat = dict(nnx.traversals.flatten_mapping(unstack_layers(params)))
         set_params(loaded.model, nnx.traversals.unflatten_mapping({p: flat[p] for p in matched}))
         fresh = sorted({"/".join(map(str, p[:1])) for p in shapes if p not in matched})
@@ -281,7 +281,7 @@ def check_loss(cfg: Config, model: Any) -> None:
         "label_dist": jax.ShapeDtypeStruct((n, len(DIMENSIONS), NUM_LEVELS), jnp.float32),
         "example_mask": jax.ShapeDtypeStruct((n,), jnp.float32),
     }
-    jax.eval_shape(make_loss_fn(graphdef, cfg.loss), params.to_pure_dict(), batch, None)
+    jax.eval_shape(make_loss_fn(graphdef, cfg.loss), nnx.to_pure_dict(params), batch, None)
 
 
 def check_sequence_lengths(cfg: Config, arch: Any) -> None:
@@ -327,7 +327,7 @@ def check_run_config(cfg: Config) -> None:
     sweep checks every run this way before the first one trains."""
     train_compiler_options(cfg)
     loaded, _ = checked_model(cfg, shapes_only=True)
-    build_optimizer(cfg.optim, nnx.state(loaded.model, nnx.Param).to_pure_dict(), 1, pretrained_pooler=loaded.pretrained_pooler)
+    build_optimizer(cfg.optim, nnx.to_pure_dict(nnx.state(loaded.model, nnx.Param)), 1, pretrained_pooler=loaded.pretrained_pooler)
 
 
 def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
@@ -358,7 +358,7 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     total_steps = cfg.train.max_steps or max(1, math.ceil(cfg.train.epochs * epoch_steps))
 
     graphdef, params_state = nnx.split(loaded.model, nnx.Param)
-    params = params_state.to_pure_dict()
+    params = nnx.to_pure_dict(params_state)
     tx, schedules = build_optimizer(cfg.optim, params, total_steps, pretrained_pooler=loaded.pretrained_pooler)
     rules = get_family(cfg.model.family).sharding_rules
     state = state_target(params, tx, mesh, rules) if resuming else init_state(params, tx, cfg.train.seed, mesh, rules)

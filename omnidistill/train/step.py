@@ -88,7 +88,7 @@ def train_step_compiler_options(options: Mapping[str, Any] | None = None) -> dic
     return {**TRAIN_STEP_COMPILER_OPTIONS, **(options or {})}
 
 
-gradient_norm: Callable[[Any], jax.Array] = optax.global_norm
+gradient_norm: Callable[[Any], jax.Array] = optax.tree.norm
 """The step's gradient norm; ``tools/bench_levers.py packed-vectors`` sets ``packed_vectors.packed_global_norm``."""
 
 

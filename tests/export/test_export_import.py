@@ -138,7 +138,7 @@ def test_a_model_built_from_shapes_must_get_every_parameter():
 
     tiny = dict(model_type="bert", hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8, vocab_size=9)
     model = abstract_regressor(ModelConfig(family="bert"), tiny)
-    full = jax.tree.map(lambda s: np.ones(s.shape, s.dtype), nnx.state(model, nnx.Param).to_pure_dict())
+    full = jax.tree.map(lambda s: np.ones(s.shape, s.dtype), nnx.to_pure_dict(nnx.state(model, nnx.Param)))
     with pytest.raises(ValueError, match=r"^head/linear/\w+: no value .* \(2 unset\)"):
         set_params(model, {k: v for k, v in full.items() if k != "head"})
     set_params(model, full)

@@ -53,7 +53,7 @@ def make_run(run_dir, family: str, pooling: str, tokenizer_dir, data: DataConfig
     model = build_regressor(model_cfg, hf_config, seed=seed)
     from flax import nnx
 
-    params = nnx.state(model, nnx.Param).to_pure_dict()
+    params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
     rng = np.random.default_rng(seed)  # numpy's draws: no small XLA program compiled per parameter shape
     params = jax.tree.map(lambda x: np.asarray(x) + 0.05 * rng.standard_normal(x.shape, dtype=np.float32), params)
     cfg = Config(model=model_cfg, data=data)

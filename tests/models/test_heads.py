@@ -61,7 +61,7 @@ def test_every_combination_scores_in_range(pooling, head):
     ids = jnp.array([[2, 5, 6, 3, 0], [2, 7, 3, 0, 0]])
     scores = model.scores(model(ids, (ids > 0).astype(jnp.int32)))
     assert scores.shape == (2, 4) and bool(((scores >= 1) & (scores <= 5)).all())
-    assert ("pooler" in nnx.state(model, nnx.Param).to_pure_dict()) == (pooling == "cls")
+    assert ("pooler" in nnx.to_pure_dict(nnx.state(model, nnx.Param))) == (pooling == "cls")
 
 
 def test_last_token_pooling_picks_the_last_real_token_under_any_padding_and_packing():
@@ -81,7 +81,7 @@ def test_last_token_pooling_picks_the_last_real_token_under_any_padding_and_pack
 
 def test_a_bias_free_head_is_linear_sigmoid_only():
     model = build_regressor(ModelConfig(family="bert", head_bias=False), {**ARCH, "model_type": "bert"})
-    assert "bias" not in nnx.state(model.head, nnx.Param).to_pure_dict()["linear"]
+    assert "bias" not in nnx.to_pure_dict(nnx.state(model.head, nnx.Param))["linear"]
     with pytest.raises(ValueError, match="head_bias=false applies to the linear_sigmoid head only"):
         build_regressor(ModelConfig(family="bert", head="ordinal", head_bias=False), {**ARCH, "model_type": "bert"})
 

@@ -31,7 +31,7 @@ def test_kernels_cast_once_score_as_the_layers_own_casts(family):
     arch, pooling = FAMILIES[family]
     model = build_regressor(ModelConfig(family=family, pooling=pooling, dropout=0.0), dict(arch), dtype=jnp.bfloat16)
     graphdef, state = nnx.split(model, nnx.Param)
-    params = state.to_pure_dict()
+    params = nnx.to_pure_dict(state)
     cast = kernels_in_compute_dtype(graphdef, params)
     leaves = dict(nnx.traversals.flatten_mapping(params))
     after = dict(nnx.traversals.flatten_mapping(cast))

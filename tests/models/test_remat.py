@@ -25,7 +25,7 @@ EXTRA = {"deberta_v2": dict(relative_attention=True, position_buckets=8, pos_att
 def grad_and_jaxpr(family, remat):
     model = build_regressor(ModelConfig(family=family, remat=remat), {**ARCH, **EXTRA.get(family, {}), "model_type": MODEL_TYPES[family]})
     graphdef, state = nnx.split(model, nnx.Param)
-    params = state.to_pure_dict()
+    params = nnx.to_pure_dict(state)
     ids = jnp.array([[2, 5, 6, 3, 0], [2, 7, 3, 0, 0]])
 
     def loss(p):

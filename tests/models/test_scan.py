@@ -38,7 +38,7 @@ def params_of(family: str, scan: bool, pooling: str = "layer_mix_mean") -> tuple
     dropout = None if get_family(family).decoder else 0.1  # the decoders have no dropout
     model = build_regressor(ModelConfig(family=family, pooling=pooling, scan_layers=scan, dropout=dropout), hf_config(family), seed=3)
     graphdef, state = nnx.split(model, nnx.Param)
-    return graphdef, state.to_pure_dict()
+    return graphdef, nnx.to_pure_dict(state)
 
 
 def assert_trees_equal(a, b, atol=0.0):

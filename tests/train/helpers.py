@@ -20,7 +20,7 @@ ARCH = dict(vocab_size=1024, hidden_size=32, num_hidden_layers=2, num_attention_
 def tiny_setup(repo_root, batch=16, seed=0, optim: OptimConfig | None = None, total_steps=10, family="bert", arch=None, pooling="cls_raw"):
     model = build_regressor(ModelConfig(family=family, pooling=pooling, dropout=0.0), arch or ARCH, seed=seed)
     graphdef, state = nnx.split(model, nnx.Param)
-    params = jax.tree.map(np.asarray, state.to_pure_dict())
+    params = jax.tree.map(np.asarray, nnx.to_pure_dict(state))
     tok = AutoTokenizer.from_pretrained(repo_root / "assets" / "tiny-wordpiece")
     records = read_records(repo_root / "data" / "sample" / "train.jsonl")[0]
     ds = train_dataset(records, RecordEncoder(tok, 128), global_batch=batch, seed=seed, buckets=[64, 128])

@@ -64,6 +64,6 @@ def test_packed_global_norm_is_the_global_norm():
     rng = np.random.default_rng(0)
     tree = {"big": jnp.asarray(rng.standard_normal((300, 300)), jnp.float32), "b": jnp.asarray(rng.standard_normal(7), jnp.float32)}
     tree["half"] = jnp.asarray(rng.standard_normal((4, 5)), jnp.bfloat16)
-    np.testing.assert_allclose(float(packed_global_norm(tree, small=1000)), float(optax.global_norm(tree)), rtol=1e-6)
+    np.testing.assert_allclose(float(packed_global_norm(tree, small=1000)), float(optax.tree.norm(tree)), rtol=1e-6)
     for bad in (jnp.nan, jnp.inf):
         assert not np.isfinite(float(packed_global_norm({**tree, "b": tree["b"].at[3].set(bad)}, small=1000)))

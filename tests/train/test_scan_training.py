@@ -53,7 +53,7 @@ def test_scanned_training_matches_unrolled_and_converts_both_ways(tmp_path, repo
     cfg = load_config(repo_root / "configs" / "tiny.yaml", [f"model.init_from={scanned}", "model.tokenizer=null"])
     loaded = load_initial_model(cfg)
     _, _, best, _, _ = load_trained(scanned)
-    started = nnx.state(loaded.model, nnx.Param).to_pure_dict()
+    started = nnx.to_pure_dict(nnx.state(loaded.model, nnx.Param))
     assert not is_scanned(started)
     flat_best = nnx.traversals.flatten_mapping(unstack_layers(best))
     flat_started = nnx.traversals.flatten_mapping(started)
@@ -70,7 +70,7 @@ def test_scanned_training_matches_unrolled_and_converts_both_ways(tmp_path, repo
     monkeypatch.setattr("omnidistill.runs.load.restore_params", no_checkpoint)
     resumed = load_initial_model(cfg, shapes_only=True)
     assert resumed.pretrained_pooler == loaded.pretrained_pooler
-    shapes = jax.tree.map(lambda x: x.shape, nnx.state(resumed.model, nnx.Param).to_pure_dict())
+    shapes = jax.tree.map(lambda x: x.shape, nnx.to_pure_dict(nnx.state(resumed.model, nnx.Param)))
     assert shapes == jax.tree.map(lambda x: x.shape, started)
 
 
