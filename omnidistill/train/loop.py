@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import math
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +119,25 @@ def settle(pending: list, first_step: int, policy: str, meter: WindowMeter) -> i
     return len(bad)
 
 
+@contextlib.contextmanager
+def closed_at_end(run: TrainRun, sink: MetricSink, bar: tqdm, profile: ProfileWindow) -> Iterator[None]:
+    """Close the sinks, progress bar and profile however training ends, and on an exception also the
+    input's worker processes (:func:`finish` stops them otherwise); W&B marks such a run failed. An
+    exception used to leave TensorBoard's writer to its exit hook, which on Python >= 3.12 cannot
+    start the thread it needs at shutdown: a run failing before its first log line ended in a
+    15-line traceback after the CLI's one-line error."""
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        profile.close()
+        bar.close()
+        sink.close(failed)
+        if failed and hasattr(run.batches, "close"):
+            run.batches.close()
+
+
 def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     """Run training as configured; returns a summary (steps, best dev MAE, run directory)."""
     run = prepare_run(cfg, resume=resume)
@@ -134,7 +155,11 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     meter, pending, skipped, last_dev, preempted, stopped = WindowMeter(jax.process_count()), [], 0, None, False, False
     state, step = run.state, run.start_step
     first_line = run.data_scalars() if run.start_step == 0 else {}  # the run's input counts, logged once
-    with PreemptionGuard(every=cfg.train.preemption_check_every) as guard, run.checkpoints.finished_on_interrupt():
+    with (
+        closed_at_end(run, sink, bar, profile),
+        PreemptionGuard(every=cfg.train.preemption_check_every) as guard,
+        run.checkpoints.finished_on_interrupt(),
+    ):
         while step < cadence.total_steps:
             profile.before(step + 1)
             waited = time.perf_counter()
@@ -168,9 +193,6 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
                 bar.write(f"preempted: checkpoint saved at step {step}; continue with --resume" if preempted else
                           f"early stopping: {stopper.bad_evals} evaluations without a better {stopper.metric}")  # fmt: skip
                 break
-    profile.close()
-    bar.close()
-    sink.close()
     summary = finish(run, state, step, best, last_dev, preempted, skipped)
     if cfg.train.early_stopping_patience:
         summary["early_stopping"] = {**stopper.summary(), "stopped": stopped}

@@ -27,8 +27,8 @@ class MetricSink(Protocol):
     def write(self, step: int, scalars: dict[str, float]) -> None:
         """Record ``scalars`` at ``step``."""
 
-    def close(self) -> None:
-        """Flush and release."""
+    def close(self, failed: bool = False) -> None:
+        """Flush and release; ``failed``: training stopped on an exception."""
 
 
 class JsonlSink:
@@ -55,7 +55,7 @@ class JsonlSink:
             with self.path.open("a", encoding="utf-8") as f:
                 f.write(json.dumps({"step": step, **scalars}) + "\n")
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         pass
 
 
@@ -84,7 +84,7 @@ class TensorBoardSink:
         for key, value in _numbers(scalars).items():
             self.writer.add_scalar(self.tag(key), value, step)
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         self.writer.close()
 
 
@@ -104,8 +104,8 @@ class WandbSink:
     def write(self, step: int, scalars: dict[str, float]) -> None:
         self.run.log({TensorBoardSink.tag(k): v for k, v in _numbers(scalars).items()}, step=step)
 
-    def close(self) -> None:
-        self.run.finish()
+    def close(self, failed: bool = False) -> None:
+        self.run.finish(exit_code=1 if failed else 0)  # a run that raised is marked failed, as W&B's own hook would
 
 
 class Sinks:
@@ -118,9 +118,9 @@ class Sinks:
         for sink in self.sinks:
             sink.write(step, scalars)
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         for sink in self.sinks:
-            sink.close()
+            sink.close(failed)
 
 
 def build_sinks(cfg: Any, run_dir: Path, resume_step: int | None) -> Sinks:

@@ -7,6 +7,7 @@ import pytest
 
 from omnidistill import losses
 from omnidistill.config import LossConfig, load_config
+from omnidistill.train import sinks
 from omnidistill.train.loop import TrainError, train
 from omnidistill.train.state import TrainState
 from omnidistill.train.step import make_train_step
@@ -80,9 +81,14 @@ def tiny_cfg(repo_root, tmp_path, policy):
     )
 
 
-def test_stop_policy_raises(repo_root, tmp_path, nan_registered):
+def test_stop_policy_raises_and_closes_the_sinks_as_failed(repo_root, tmp_path, nan_registered, monkeypatch):
+    """The sinks are closed when training raises, told that it failed (W&B marks the run so); TensorBoard's
+    writer was left to an exit hook that fails on Python >= 3.12 (no new threads at shutdown)."""
+    closed, close = [], sinks.Sinks.close
+    monkeypatch.setattr(sinks.Sinks, "close", lambda self, failed=False: closed.append(failed) or close(self, failed))
     with pytest.raises(TrainError, match="non-finite loss or gradient at step 1"):
         train(tiny_cfg(repo_root, tmp_path, "stop"))
+    assert closed == [True]
 
 
 def test_skip_policy_counts(repo_root, tmp_path, nan_registered):

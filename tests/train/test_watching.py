@@ -13,7 +13,7 @@ import pytest
 from omnidistill.config import load_config
 from omnidistill.train.early_stopping import EarlyStopping
 from omnidistill.train.loop import train
-from omnidistill.train.sinks import JsonlSink, TensorBoardSink
+from omnidistill.train.sinks import JsonlSink, TensorBoardSink, WandbSink
 from tests.shared_runs import TRAINED_TINY
 
 
@@ -127,3 +127,12 @@ def test_wandb_offline_run(repo_root, tmp_path, monkeypatch):
     train(cfg)
     runs = list((tmp_path / "run" / "wandb").glob("offline-run-*"))
     assert len(runs) == 1 and list(runs[0].glob("*.wandb"))
+
+
+def test_a_failed_training_run_is_finished_as_failed_in_wandb():
+    finished = []
+    sink = WandbSink.__new__(WandbSink)  # the run object alone: wandb.init is the offline test's
+    sink.run = type("Run", (), {"finish": lambda self, exit_code=None: finished.append(exit_code)})()
+    sink.close()
+    sink.close(failed=True)
+    assert finished == [0, 1]
