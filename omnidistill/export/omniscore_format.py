@@ -25,7 +25,7 @@ OMNISCORE_INSTALL = "pip install --no-deps --ignore-requires-python omniscore==0
 """How to install QCRI's ``omniscore`` package beside this stack (README command 1, ``.ci/run``, model
 cards). Its 0.1.0 release pins ``transformers<4.46``, ``torch<2.4`` and ``numpy<2`` and declares
 ``Requires-Python <3.13``; it needs none of them, and the export tests run it with this stack on
-Python 3.11 and 3.13."""
+Python 3.11, 3.12 and 3.13."""
 
 
 def omniscore_tensors(family_name: str, arch: Any, params: Any) -> dict[str, np.ndarray]:

@@ -121,11 +121,10 @@ def settle(pending: list, first_step: int, policy: str, meter: WindowMeter) -> i
 
 @contextlib.contextmanager
 def closed_at_end(run: TrainRun, sink: MetricSink, bar: tqdm, profile: ProfileWindow) -> Iterator[None]:
-    """Close the sinks, progress bar and profile however training ends, and on an exception also the
-    input's worker processes (:func:`finish` stops them otherwise); W&B marks such a run failed. An
-    exception used to leave TensorBoard's writer to its exit hook, which on Python >= 3.12 cannot
-    start the thread it needs at shutdown: a run failing before its first log line ended in a
-    15-line traceback after the CLI's one-line error."""
+    """Close the sinks, progress bar, profile and the input's worker processes however training ends;
+    W&B marks a run that raised as failed. An exception used to leave TensorBoard's writer to its
+    exit hook, which on Python >= 3.12 cannot start the thread it needs at shutdown: a run failing
+    before its first log line ended in a 15-line traceback after the CLI's one-line error."""
     failed = True
     try:
         yield
@@ -134,7 +133,7 @@ def closed_at_end(run: TrainRun, sink: MetricSink, bar: tqdm, profile: ProfileWi
         profile.close()
         bar.close()
         sink.close(failed)
-        if failed and hasattr(run.batches, "close"):
+        if hasattr(run.batches, "close"):  # stops grain worker processes
             run.batches.close()
 
 
@@ -202,9 +201,8 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
 
 
 def finish(run: TrainRun, state: Any, step: int, best: BestCheckpoint, last_dev: dict | None, preempted: bool, skipped: int) -> dict:
-    """Stop the input workers, settle checkpoints, write the last dev report; the run's summary."""
-    if hasattr(run.batches, "close"):  # stops grain worker processes
-        run.batches.close()
+    """Settle checkpoints (the input workers are stopped by :func:`closed_at_end`), write the last dev
+    report; the run's summary."""
     if not run.dev_records and not preempted:  # no dev set: the final parameters stand in for the best ones
         run.checkpoints.save_best(step, state.params, 0.0)
     run.checkpoints.wait()
