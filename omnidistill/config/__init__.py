@@ -31,7 +31,9 @@ class ModelConfig:
     init_from: str | None = None
     """Hugging Face folder (or hub id) whose PyTorch weights initialise the encoder."""
     arch: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Hugging Face config fields; used for random init, or to override fields of ``init_from``."""
+    """Hugging Face config fields; used for random init, or to override fields of ``init_from``. A field
+    the family's port does not read (a typo, or one it has no use for), a value of the wrong type and a
+    dropout rate beside ``model.dropout`` are errors naming the field."""
     tokenizer: str | None = None
     """Tokenizer folder or hub id; defaults to ``init_from``. A name that is not a local folder (a relative
     path is read from the current directory) is looked up on the Hub, and the error of a failed lookup
@@ -415,6 +417,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             return value
         raise ConfigError(f"{key}: expected str, got {value!r}")
     raise ConfigError(f"{key}: unsupported annotation {tp!r}")
+
+
+def check_value(value: Any, tp: Any, key: str) -> None:
+    """Refuse ``value`` where a config file's ``key`` of annotation ``tp`` would be refused (a
+    ConfigError naming the key, e.g. ``model.arch.num_hidden_layers: expected int, got 'abc'``)."""
+    _coerce(value, tp, key)
 
 
 def _type_name(tp: Any) -> str:

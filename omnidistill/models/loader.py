@@ -9,6 +9,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from omnidistill.config import ModelConfig
+from omnidistill.models.config_fields import check_arch_fields
 from omnidistill.models.hf_io import absent_hf_keys, load_hf_weights, read_hf_config, read_hf_tensor_shapes, read_hf_tensors, resolve_hf_dir
 from omnidistill.models.published import OMNISCORE_MODEL_TYPE
 from omnidistill.models.registry import get_family
@@ -69,8 +70,19 @@ def _unknown_omniscore_type(record: logging.LogRecord) -> bool:
     return f"model of type `{OMNISCORE_MODEL_TYPE}` to instantiate" not in record.getMessage()
 
 
-def load_model(model_cfg: ModelConfig, *, compute_dtype: str = "float32", seed: int = 0, shapes_only: bool = False) -> LoadedModel:
+def load_model(
+    model_cfg: ModelConfig,
+    *,
+    compute_dtype: str = "float32",
+    seed: int = 0,
+    shapes_only: bool = False,
+    base_config: dict[str, Any] | None = None,
+) -> LoadedModel:
     """Regressor (pretrained encoder if ``init_from``), its HF-style config dict, and its tokenizer.
+
+    ``model.arch`` overrides ``init_from``'s ``config.json``, else ``base_config`` (the HF config a run
+    saved, when a run directory is the starting point), else nothing; a field of it that the family's
+    port does not read is refused by name (:func:`~omnidistill.models.config_fields.check_arch_fields`).
 
     ``shapes_only``: the model is built from shapes and holds no values (a resumed run's checkpoint
     fills it). ``init_from``'s tensors are then not read: their names and shapes (the safetensors
@@ -80,17 +92,19 @@ def load_model(model_cfg: ModelConfig, *, compute_dtype: str = "float32", seed: 
         raise ValueError("model.tokenizer (or model.init_from) must name a tokenizer")
     tokenizer = load_tokenizer(tok_name)
     folder = None
+    family = get_family(model_cfg.family)
     if model_cfg.init_from:
         folder = resolve_hf_dir(model_cfg.init_from)
         hf_config = {**read_hf_config(folder), **model_cfg.arch}
     else:
-        hf_config = dict(model_cfg.arch)
+        hf_config = {**(base_config or {}), **model_cfg.arch}
         hf_config.setdefault("vocab_size", len(tokenizer))
         for name in ("pad", "cls", "sep", "bos", "eos"):  # special-token ids follow the tokenizer
             token_id = getattr(tokenizer, f"{name}_token_id", None)
             if token_id is not None:
                 hf_config.setdefault(f"{name}_token_id", token_id)
-        hf_config.setdefault("model_type", get_family(model_cfg.family).hf_model_types[0])
+        hf_config.setdefault("model_type", family.hf_model_types[0])
+    check_arch_fields(family, hf_config, model_cfg)
     if hf_config.get("vocab_size", 0) < len(tokenizer):
         raise ValueError(f"model vocab_size={hf_config.get('vocab_size')} is smaller than the tokenizer ({len(tokenizer)} tokens)")
     if shapes_only:
@@ -104,6 +118,6 @@ def load_model(model_cfg: ModelConfig, *, compute_dtype: str = "float32", seed: 
         else:
             absent = load_hf_weights(model, read_hf_tensors(folder), required_groups=("encoder",))
             log.info("initialised encoder from %s (%d optional tensors left random)", model_cfg.init_from, len(absent))
-        pooler_keys = {e.hf_key for e in get_family(model_cfg.family).weight_table(model.arch) if e.group == "pooler"}
+        pooler_keys = {e.hf_key for e in family.weight_table(model.arch) if e.group == "pooler"}
         pretrained_pooler = model.pooler is not None and bool(pooler_keys) and not pooler_keys & set(absent)
     return LoadedModel(model=model, hf_config=hf_config, tokenizer=tokenizer, pretrained_pooler=pretrained_pooler)

@@ -58,6 +58,11 @@ class Family:
     """The pooling a backbone of this family is trained with by default, from its HF config
     (None: ``last_token`` for a decoder, the paper's ``cls_raw`` otherwise)."""
 
+    @property
+    def config_class(self) -> type:
+        """The port's config dataclass, whose ``from_hf`` :attr:`config_from_hf` is."""
+        return self.config_from_hf.__self__  # type: ignore[attr-defined]
+
     def default_pooling(self, hf_config: dict[str, Any]) -> str:
         """``model.pooling`` for a new regressor on a backbone with this HF config."""
         if self.backbone_pooling is not None:

@@ -240,10 +240,10 @@ def load_initial_model(cfg: Config, *, shapes_only: bool = False) -> LoadedModel
     source = Path(str(cfg.model.init_from))
     run_cfg, hf_config, tok_dir = load_run_metadata(source)
     source_model = trained_model_shapes(run_cfg, hf_config, tok_dir)
-    model_cfg = dataclasses.replace(
-        cfg.model, init_from=None, tokenizer=cfg.model.tokenizer or str(tok_dir), arch={**hf_config, **cfg.model.arch}
+    model_cfg = dataclasses.replace(cfg.model, init_from=None, tokenizer=cfg.model.tokenizer or str(tok_dir))
+    loaded = load_model(
+        model_cfg, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed, shapes_only=shapes_only, base_config=hf_config
     )
-    loaded = load_model(model_cfg, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed, shapes_only=shapes_only)
     shapes = unrolled_shapes(loaded.model)  # both sides unrolled: the source may use the other model.scan_layers
     matched = {p for p, shape in unrolled_shapes(source_model).items() if shapes.get(p) == shape}
     if not any(p[0] == "encoder" for p in matched):

@@ -60,7 +60,7 @@ class BertConfig:
             raise UnsupportedConfigError(f"hidden_act={act!r} is not supported")
         if hf["hidden_size"] % hf["num_attention_heads"]:
             raise UnsupportedConfigError("hidden_size must be divisible by num_attention_heads")
-        pad = hf.get("pad_token_id", 0)
+        pad = hf.get("pad_token_id", cls.pad_token_id)  # the class's default: 0, XLM-R's 1
         pad = 0 if pad is None else pad
         return cls(
             vocab_size=hf["vocab_size"],

@@ -78,9 +78,8 @@ class ModernBertConfig:
             if params.get("rope_type", "default") != "default":
                 raise UnsupportedConfigError(f"rope_parameters.{kind}.rope_type={params['rope_type']!r} is not supported")
             theta[kind] = params.get("rope_theta", theta[kind])
-        fields = {f.name for f in dataclasses.fields(cls)}
-        kept = {k: v for k, v in hf.items() if k in fields and k not in ("layer_types", "global_rope_theta", "local_rope_theta")}
-        kept = {k: v for k, v in kept.items() if v is not None or k.endswith("token_id")}
+        names = [f.name for f in dataclasses.fields(cls) if f.name not in ("layer_types", "global_rope_theta", "local_rope_theta")]
+        kept = {k: hf[k] for k in names if k in hf and (hf[k] is not None or k.endswith("token_id"))}  # looked up by name
         return cls(**kept, layer_types=layer_types, global_rope_theta=float(theta[GLOBAL]), local_rope_theta=float(theta[LOCAL]))
 
     def to_hf(self) -> dict[str, Any]:

@@ -9,7 +9,6 @@ implements: positions start at ``pad_token_id + 1`` and padding tokens take posi
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from omnidistill.models.bert.config import BertConfig
 
@@ -20,14 +19,10 @@ class XlmRobertaConfig(BertConfig):
 
     MODEL_TYPES = ("xlm-roberta",)
 
-    pad_token_id: int = 1  # the other defaults are BERT's, as in XLMRobertaConfig
+    pad_token_id: int = 1
+    """``XLMRobertaConfig``'s default, also where ``from_hf`` finds no ``pad_token_id``; the other defaults are BERT's."""
 
     @property
     def max_sequence_length(self) -> int:
         """Positions pad_token_id + 1 .. max_position_embeddings - 1 are free for tokens."""
         return self.max_position_embeddings - self.pad_token_id - 1
-
-    @classmethod
-    def from_hf(cls, hf: dict[str, Any]) -> XlmRobertaConfig:
-        """Build from a Hugging Face config dict (``XLMRobertaConfig``'s defaults where a key is absent)."""
-        return super().from_hf({"pad_token_id": 1, **hf})  # type: ignore[return-value]
