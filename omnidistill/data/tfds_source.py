@@ -10,13 +10,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from omnidistill.config import TfdsConfig
+from omnidistill.config import ConfigError, TfdsConfig
 from omnidistill.data.schema import META_FIELDS, TEXT_FIELDS, DataError, Record, validate_record
 from omnidistill.data.sources import read_records, refuse_duplicate_ids
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
@@ -24,6 +25,31 @@ from omnidistill.storage import COMPRESSIONS
 
 SCHEMA_NAME = "omnidistill_schema"
 SPLIT_FILES = ("train", "dev", "test")
+
+
+MAPPED_FIELDS = ("id", "task", "lang", "candidate", "group_id", *TEXT_FIELDS, *META_FIELDS)
+"""The record fields ``data.tfds.fields`` may map a feature onto (each maps to a feature of its own name by default)."""
+
+
+def check_feature_map(cfg: TfdsConfig, features: Collection[str]) -> None:
+    """Refuse a ``data.tfds`` mapping that would read nothing, rather than let it: a split other than
+    train/dev/test in ``splits``; a record field that does not exist, or a feature the dataset lacks
+    (``features``), in ``fields``; a dimension that does not exist, or a feature the dataset lacks, in
+    ``labels``. Each error names the key and what it could be."""
+
+    def refuse(key: str, what: str, wrong: str, choices: Sequence[str]) -> None:
+        close = difflib.get_close_matches(wrong, choices, n=1)
+        raise ConfigError(f"data.tfds.{key}: {what} ({f'did you mean {close[0]}?' if close else 'one of: ' + ', '.join(choices)})")
+
+    for split in cfg.splits:
+        if split not in SPLIT_FILES:
+            refuse(f"splits.{split}", "not a split of omnidistill's", split, SPLIT_FILES)
+    for section, names, kind in (("fields", MAPPED_FIELDS, "not a record field"), ("labels", DIMENSIONS, "not a dimension")):
+        for name, feature in getattr(cfg, section).items():
+            if name not in names:
+                refuse(f"{section}.{name}", kind, name, names)
+            if feature not in features:
+                refuse(f"{section}.{name}", f"tfds:{cfg.name} has no feature {feature!r}", feature, sorted(features))
 
 
 def _tfds():
@@ -143,12 +169,17 @@ class TfdsRecords(Sequence[Record]):
             schema_builder_class()
         self.cfg, self.split, self.require_labels = cfg, split, require_labels
         tfds_split = cfg.splits.get(split, split)
-        try:
-            builder = tfds.builder(cfg.name, data_dir=cfg.data_dir, file_format="array_record")
-            self.source = builder.as_data_source(split=tfds_split)
-        except Exception as err:  # TFDS raises many types for a missing or unprepared dataset
-            raise DataError(f"tfds:{cfg.name}/{tfds_split}: cannot open ({type(err).__name__}: {err}); prepare it first") from None
         self.where = f"tfds:{cfg.name}/{tfds_split}"
+        try:  # TFDS raises many types for a missing or unprepared dataset
+            builder = tfds.builder(cfg.name, data_dir=cfg.data_dir, file_format="array_record")
+            features = builder.info.features.keys()
+        except Exception as err:
+            raise DataError(f"{self.where}: cannot open ({type(err).__name__}: {err}); prepare it first") from None
+        check_feature_map(cfg, features)  # before the split: a wrong split name in data.tfds.splits is named as such
+        try:
+            self.source = builder.as_data_source(split=tfds_split)
+        except Exception as err:
+            raise DataError(f"{self.where}: cannot open ({type(err).__name__}: {err}); prepare it first") from None
 
     def __len__(self) -> int:
         return len(self.source)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 
 import numpy as np
 import pytest
 
 from omnidistill.cli import main
-from omnidistill.config import TfdsConfig
+from omnidistill.config import ConfigError, TfdsConfig
 from omnidistill.data.schema import DataError
 from omnidistill.data.sources import read_records
 from tests.shared_runs import TRAINED_TINY
@@ -124,6 +125,20 @@ def test_any_dataset_through_a_field_map(tmp_path):
     assert two.source == "Source 2." and two.labels == (None, 3.0, None, 3.0)
     assert records[0].id == "tfds:foreign_metric_data/validation[0]"
     np.testing.assert_equal(len(records), 5)
+    # a mapping that would read nothing is refused by name, not left to drop a text or a label silently
+    for key, value, message in [
+        ("splits", {"valid": "validation"}, r"data\.tfds\.splits\.valid: not a split of omnidistill's \(one of: train, dev, test\)"),
+        ("fields", {"sorce": "doc", "candidate": "hyp"}, r"data\.tfds\.fields\.sorce: not a record field \(did you mean source\?\)"),
+        (
+            "fields",
+            {"source": "document", "candidate": "hyp"},
+            r"fields\.source: tfds:foreign_metric_data has no feature 'document' \(one of: adequacy, doc, fluency, hyp\)",
+        ),
+        ("labels", {"clarty": "fluency"}, r"data\.tfds\.labels\.clarty: not a dimension \(did you mean clarity\?\)"),
+        ("labels", {"clarity": "fluent"}, r"labels\.clarity: tfds:foreign_metric_data has no feature 'fluent' \(did you mean fluency\?\)"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            TfdsRecords(dataclasses.replace(cfg, **{key: value}), "dev")
 
 
 def test_missing_dataset_is_a_clear_error(tmp_path):

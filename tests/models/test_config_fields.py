@@ -49,7 +49,10 @@ def test_a_mistyped_arch_field_is_refused_by_name(family, tiny_tokenizer_dir):
 def test_a_field_read_only_in_some_configs_is_refused_where_it_is_not(tiny_tokenizer_dir):
     # Gemma 3 takes hidden_act only from a config without hidden_activation: set beside it, it is ignored
     arch = {**arch_of("gemma3"), "hidden_activation": "gelu_pytorch_tanh"}
-    assert load_model(model_config("gemma3", tiny_tokenizer_dir, arch=arch), shapes_only=True).model.arch.hidden_activation == "gelu_pytorch_tanh"
+    assert (
+        load_model(model_config("gemma3", tiny_tokenizer_dir, arch=arch), shapes_only=True).model.arch.hidden_activation
+        == "gelu_pytorch_tanh"
+    )
     with pytest.raises(ConfigError, match=r"model\.arch\.hidden_act: the gemma3 port"):
         load_model(model_config("gemma3", tiny_tokenizer_dir, arch={**arch, "hidden_act": "gelu"}), shapes_only=True)
 
