@@ -33,7 +33,7 @@ def test_unknown_key_is_named(tmp_path):
         load_config(None, ["optim.learning_rate=1e-4"])
     path = tmp_path / "c.yaml"
     path.write_text("train:\n  batch_sise: 4\n")
-    with pytest.raises(ConfigError, match=r"c\.yaml: train\.batch_sise: unknown key"):
+    with pytest.raises(ConfigError, match=r"c\.yaml: train\.batch_sise: unknown key \(did you mean batch_size\? valid keys: "):
         load_config(path)
 
 

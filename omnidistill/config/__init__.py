@@ -7,6 +7,7 @@ e.g. ``optim.lr: expected float, got 'fast'``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
 from pathlib import Path
@@ -437,7 +438,9 @@ def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
     for key, value in data.items():
         full = f"{prefix}.{key}" if prefix else str(key)
         if key not in names:
-            raise ConfigError(f"{full}: unknown key (valid keys: {', '.join(sorted(names))})")
+            close = difflib.get_close_matches(str(key), sorted(names), n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise ConfigError(f"{full}: unknown key ({hint}valid keys: {', '.join(sorted(names))})")
         kwargs[key] = _coerce(value, hints[key], full)
         out_of_range = limit_error(cls.__name__, key, kwargs[key])
         if out_of_range:
