@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for the launch scripts: `run` executes a command, or only prints it under --dry-run.
 DRY_RUN=${DRY_RUN:-0}
 
@@ -21,6 +22,12 @@ run() {
   else
     "$@"
   fi
+}
+
+# Print the calling script's header comment (its usage) and exit 0: the scripts' -h/--help.
+usage() {
+  sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p;}' "$0"
+  exit 0
 }
 
 die() {

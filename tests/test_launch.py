@@ -159,3 +159,13 @@ def test_local_multi_gpu_processes(repo_root):
 def test_bad_arguments_fail_clearly(repo_root, script, args):
     done = subprocess.run(["bash", str(repo_root / "launch" / script), *args, "--dry-run"], capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and done.stderr.startswith("error:")
+
+
+@pytest.mark.parametrize("script", ["tpu/tpu_vm.sh", "tpu/xpk.sh", "gpu/submit_slurm.sh", "gpu/local_multi_gpu.sh"])
+def test_help_prints_the_scripts_usage_and_runs_nothing(repo_root, script):
+    path = repo_root / "launch" / script
+    header = [line[2:] for line in path.read_text().splitlines()[1:] if line.startswith("# ")]
+    for flag in ("-h", "--help"):
+        done = subprocess.run(["bash", str(path), flag], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0 and not done.stderr, done.stderr
+        assert done.stdout.splitlines()[0] == header[0] and "--dry-run" in done.stdout and "+ " not in done.stdout

@@ -9,6 +9,7 @@
 # Options: --processes N (default 1), --gpus G (GPUs on the machine, default 8), --port P (coordinator
 # port, default 12355), --dry-run.
 set -euo pipefail
+# shellcheck source=launch/common.sh
 source "$(dirname "$0")/../common.sh"
 
 PROCS=1 GPUS=8 PORT=12355
@@ -18,6 +19,7 @@ while [[ $# -gt 0 ]]; do
     --gpus) GPUS=$2; shift 2 ;;
     --port) PORT=$2; shift 2 ;;
     --dry-run) DRY_RUN=1; shift ;;
+    -h|--help) usage ;;
     --) shift; break ;;
     *) die "unknown option $1 (see the header of $0)" ;;
   esac

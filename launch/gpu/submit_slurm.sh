@@ -6,6 +6,7 @@
 # Options: --nodes N (default 1), --gpus-per-node G (default 8), --partition P, --time HH:MM:SS,
 # --job-name NAME, --dry-run (print the sbatch command instead of submitting).
 set -euo pipefail
+# shellcheck source=launch/common.sh
 source "$(dirname "$0")/../common.sh"
 
 NODES=1 GPUS=8 ARGS=() NAME=omnidistill
@@ -17,6 +18,7 @@ while [[ $# -gt 0 ]]; do
     --time) ARGS+=(--time "$2"); shift 2 ;;
     --job-name) NAME=$2; shift 2 ;;
     --dry-run) DRY_RUN=1; shift ;;
+    -h|--help) usage ;;
     --) shift; break ;;
     *) die "unknown option $1 (see the header of $0)" ;;
   esac

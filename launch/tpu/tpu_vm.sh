@@ -27,6 +27,7 @@
 # Everything after `--` is the training config and its overrides; gs:// paths are read directly.
 # train.output_dir should be on storage every worker shares (a gcsfuse mount or NFS).
 set -euo pipefail
+# shellcheck source=launch/common.sh
 source "$(dirname "$0")/../common.sh"
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 
@@ -47,6 +48,7 @@ while [[ $# -gt 0 ]]; do
     --stage) STAGE=${2%/}; shift 2 ;;
     --skip-install) INSTALL=0; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
+    -h|--help) usage ;;
     --) shift; break ;;
     *) die "unknown option $1 (see the header of $0)" ;;
   esac
@@ -113,6 +115,7 @@ if [[ -n "$STAGE" ]]; then
   run gcloud storage rsync --recursive "$REPO/configs" "$STAGE/configs"
 fi
 
+# shellcheck disable=SC2016  # $HOME is expanded on each worker, not here
 VENV='$HOME/omnidistill-venv'
 SSH=("${GC[@]}" tpu-vm ssh "$NAME" --zone "$ZONE" --worker=all "${PROJ[@]}")
 if [[ "$INSTALL" == 1 ]]; then

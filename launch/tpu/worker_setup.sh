@@ -12,5 +12,5 @@ if ! command -v uv >/dev/null 2>&1; then
   curl -LsSf https://astral.sh/uv/install.sh | sh
 fi
 uv venv --allow-existing --python "$PY" "$VENV"
-uv pip install --python "$VENV/bin/python" -e "$SRC[gcs]" 'jax[tpu]'
+uv pip install --python "$VENV/bin/python" -e "${SRC}[gcs]" 'jax[tpu]'
 "$VENV/bin/python" -c 'import sys, jax; assert sys.version_info >= (3, 11), sys.version; print("worker ready:", sys.version.split()[0], "jax", jax.__version__)'

@@ -11,6 +11,7 @@
 # configure-docker); --num-slices N (default 1); --project, --zone (passed to xpk); --dry-run prints
 # the commands instead of running them.
 set -euo pipefail
+# shellcheck source=launch/common.sh
 source "$(dirname "$0")/../common.sh"
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 
@@ -25,6 +26,7 @@ while [[ $# -gt 0 ]]; do
     --num-slices) SLICES=$2; shift 2 ;;
     --project|--zone) EXTRA+=("$1" "$2"); shift 2 ;;
     --dry-run) DRY_RUN=1; shift ;;
+    -h|--help) usage ;;
     --) shift; break ;;
     *) die "unknown option $1 (see the header of $0)" ;;
   esac
