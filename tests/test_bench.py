@@ -235,6 +235,21 @@ def test_bench_case_from_a_config_file(repo_root, monkeypatch, capsys):
     assert "flash: not one of auto, xla" in capsys.readouterr().err
 
 
+def test_bench_case_from_a_config_file_takes_its_model_dropout(repo_root, tmp_path, monkeypatch):
+    """A config's ``model.dropout`` gives the case its rates, as ``omnidistill train`` applies it."""
+    monkeypatch.chdir(repo_root)
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    import bench_cases
+
+    text = (repo_root / "configs" / "tiny.yaml").read_text()
+    assert "  dropout: 0.1 " in text
+    for rate in (0.25, 0.0):
+        config = tmp_path / f"dropout-{rate}.yaml"
+        config.write_text(text.replace("  dropout: 0.1 ", f"  dropout: {rate} "))
+        _, (family, hf) = bench_cases.case_from_config(str(config))
+        assert family == "bert" and hf["hidden_dropout_prob"] == hf["attention_probs_dropout_prob"] == rate
+
+
 def test_bench_pipeline_compares_the_cache_with_tokenizing_on_the_fly(repo_root, tmp_path, monkeypatch, capsys):
     """In this process (the tool's own imports are the suite's); its cache readers are processes it starts."""
     monkeypatch.syspath_prepend(str(repo_root / "tools"))

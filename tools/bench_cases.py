@@ -578,7 +578,8 @@ def _profiled_pass(trace_dir: Path, predict: Any, params: Any, batches: list[dic
 
 def case_from_config(path: str) -> tuple[str, tuple[str, dict[str, Any]]]:
     """(case name, (family, Hugging Face config)) of an omnidistill config file. Nothing is downloaded:
-    ``model.init_from`` is read only when it is a local folder; a hub id needs the shape in ``model.arch``."""
+    ``model.init_from`` is read only when it is a local folder; a hub id needs the shape in ``model.arch``.
+    ``model.dropout``, where set, becomes the config's dropout rates, as training applies it."""
     from omnidistill.config import load_config
 
     cfg = load_config(path)
@@ -595,6 +596,9 @@ def case_from_config(path: str) -> tuple[str, tuple[str, dict[str, Any]]]:
         from transformers import AutoTokenizer
 
         hf["vocab_size"] = len(AutoTokenizer.from_pretrained(cfg.model.tokenizer))
+    if cfg.model.dropout is not None:
+        port = get_family(cfg.model.family).config_from_hf(hf).with_dropout(cfg.model.dropout)
+        hf.update(port.to_hf())
     return Path(path).stem, (cfg.model.family, hf)
 
 
