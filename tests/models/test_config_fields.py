@@ -59,6 +59,7 @@ def test_a_field_read_only_in_some_configs_is_refused_where_it_is_not(tiny_token
 
 def test_unread_fields_of_init_from_or_a_saved_run_are_not_the_users(tmp_path, tiny_tokenizer_dir):
     # a real config.json holds fields no port reads (initializer_range, architectures): only model.arch is checked
+    pytest.importorskip("torch")  # to write one
     folder = save_tiny(tmp_path / "bert", "Bert", {**TINY_BERT, "vocab_size": 1024})
     cfg = ModelConfig(family="bert", init_from=str(folder), tokenizer=str(tiny_tokenizer_dir), arch={"hidden_dropout_prob": 0.2})
     assert load_model(cfg, shapes_only=True).model.arch.hidden_dropout_prob == 0.2
