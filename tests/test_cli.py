@@ -341,6 +341,21 @@ def test_resume_with_a_different_model_is_refused(trained_run, capsys):
     assert "different model" in err and "hidden_size: checkpoint 64 != config 32" in err
 
 
+def test_a_different_model_is_what_the_port_reads_not_the_saved_dict():
+    """A default written out in one config and left out of the other (the tiny default gave its dropout
+    in model.arch until 2026-11-29), or a key the port does not read, is the same model on resume."""
+    from omnidistill.models.registry import get_family
+    from omnidistill.runs.run_dir import model_differences
+
+    port = get_family("bert").config_from_hf
+    base = {"vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128}
+    assert model_differences(port, {**base, "hidden_dropout_prob": 0.1, "cls_token_id": 2}, base) == []
+    assert model_differences(port, base, {**base, "hidden_size": 32, "hidden_dropout_prob": 0.2}) == [
+        "hidden_size: checkpoint 64 != config 32",
+        "hidden_dropout_prob: checkpoint 0.1 != config 0.2",
+    ]
+
+
 def test_resume_with_another_input_format_is_refused(trained_run, capsys):
     _, args = trained_run
     assert main([*args, "data.input_format=omniscore", "data.truncation=right", "--resume"]) == 2
