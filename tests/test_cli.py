@@ -344,8 +344,8 @@ def test_resume_with_a_different_model_is_refused(trained_run, capsys):
 def test_a_different_model_is_what_the_port_reads_not_the_saved_dict():
     """A default written out in one config and left out of the other (the tiny default gave its dropout
     in model.arch until 2026-11-29), or a key the port does not read, is the same model on resume."""
+    from omnidistill.models.config_fields import model_differences
     from omnidistill.models.registry import get_family
-    from omnidistill.runs.run_dir import model_differences
 
     port = get_family("bert").config_from_hf
     base = {"vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128}
@@ -377,3 +377,17 @@ def test_input_counts_reach_the_log_and_eval_skips_invalid_on_request(trained_ru
     meta = json.loads((tmp_path / "ev" / "test.json").read_text())["meta"]
     assert meta["items"] == 21 and meta["skipped_records"] == 1 and meta["truncated_inputs"] >= 1
     assert "1 invalid record(s) skipped" in (tmp_path / "ev" / "test.md").read_text()
+
+
+def test_the_label_command_loads_neither_jax_nor_the_model_ports():
+    """``omnidistill label`` only calls an HTTP endpoint: its modules start without jax, flax and the ports
+    (a module-level import of the registry in ``runs/run_dir.py`` once pulled them all in)."""
+    import subprocess
+    import sys
+
+    heavy = ("jax", "flax", "omnidistill.models.registry")
+    imports = "import sys, omnidistill.cli, omnidistill.label.config, omnidistill.label.labeler"
+    code = f"{imports}; print([m for m in {heavy!r} if m in sys.modules])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

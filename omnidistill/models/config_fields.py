@@ -77,3 +77,15 @@ def check_arch_fields(family: Family, hf_config: Mapping[str, Any], model_cfg: M
     if model_cfg.dropout is not None and rates:
         overridden = f"model.dropout={model_cfg.dropout} sets every dropout rate of the backbone, this one too"
         raise ConfigError(f"{where}.{rates[0]}: {overridden}; change model.dropout, or set it to null to take the rates from {where}")
+
+
+def model_differences(config_from_hf: Callable[[Any], Any], old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``field: checkpoint X != config Y`` for each field of the family's config (``config_from_hf``:
+    the port's ``from_hf``) that the two HF configs give different values. Keys the port does not
+    read, and a field written in one and left to the port's default in the other, are no difference."""
+    before, after = config_from_hf(old), config_from_hf(new)
+    return [
+        f"{field.name}: checkpoint {getattr(before, field.name)!r} != config {getattr(after, field.name)!r}"
+        for field in dataclasses.fields(before)
+        if getattr(before, field.name) != getattr(after, field.name)
+    ]

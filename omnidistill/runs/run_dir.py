@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from omnidistill.config import Config, dump_config, load_config
-from omnidistill.models.registry import get_family
 
 TRAIN_SUMMARY = "train_summary.json"
 """Written when training ends without preemption (finished or stopped early), removed when it starts."""
@@ -110,18 +107,6 @@ def write_train_data(run_dir: str | Path, examples: int) -> None:
     atomic_write_text(Path(run_dir) / TRAIN_DATA, json.dumps({"examples": examples}))
 
 
-def model_differences(config_from_hf: Callable[[Any], Any], old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """``field: checkpoint X != config Y`` for each field of the family's config (``config_from_hf``:
-    the port's ``from_hf``) that the two HF configs give different values. Keys the port does not
-    read, and a field written in one and left to the port's default in the other, are no difference."""
-    before, after = config_from_hf(old), config_from_hf(new)
-    return [
-        f"{field.name}: checkpoint {getattr(before, field.name)!r} != config {getattr(after, field.name)!r}"
-        for field in dataclasses.fields(before)
-        if getattr(before, field.name) != getattr(after, field.name)
-    ]
-
-
 def check_same_model(run_dir: str | Path, cfg: Config, hf_config: dict[str, Any]) -> None:
     """Refuse to resume a run directory written for a different model; the message names what differs."""
     path = Path(run_dir) / "model.json"
@@ -131,7 +116,10 @@ def check_same_model(run_dir: str | Path, cfg: Config, hf_config: dict[str, Any]
     diffs = []
     if saved.get("family") != cfg.model.family:
         diffs.append(f"family {saved.get('family')!r} != {cfg.model.family!r}")
-    else:
+    else:  # imported here: the label command imports this module and should not load jax and the ports
+        from omnidistill.models.config_fields import model_differences
+        from omnidistill.models.registry import get_family
+
         diffs += model_differences(get_family(cfg.model.family).config_from_hf, saved.get("hf_config", {}), hf_config)
     model_settings = (("model", "pooling"), ("model", "head"), ("model", "scan_layers"), *(("data", f) for f in INPUT_SETTINGS))
     diffs += setting_differences(run_dir, cfg, model_settings)
