@@ -91,3 +91,33 @@ def test_a_wrong_value_or_an_overridden_rate_is_refused_by_name(tiny_tokenizer_d
     cfg = model_config("bert", tiny_tokenizer_dir, arch={**arch_of("bert"), **arch}, dropout=dropout)
     with pytest.raises(ConfigError, match=message):
         load_model(cfg, shapes_only=True)
+
+
+ROPE = {"rope_type": "default", "rope_theta": 1e6}
+
+
+@pytest.mark.parametrize(
+    ("family", "nested", "legacy", "base_of"),
+    [
+        ("qwen3", ROPE, "rope_theta", lambda arch: arch.rope_theta),
+        ("gemma3", {"full_attention": ROPE, "sliding_attention": ROPE}, "rope_local_base_freq", lambda arch: arch.sliding_rope.theta),
+        ("modernbert", {"full_attention": ROPE, "sliding_attention": ROPE}, "global_rope_theta", lambda arch: arch.global_rope_theta),
+    ],
+)
+def test_an_older_rope_field_is_refused_beside_rope_parameters(tiny_tokenizer_dir, family, nested, legacy, base_of):
+    """transformers takes a RoPE base from ``rope_parameters`` first and the older top-level field only
+    where the nested one is absent; the ports read them in that order, so the older field set beside a
+    nested base changes nothing and is refused, and set alone it is the base."""
+    alone = load_model(model_config(family, tiny_tokenizer_dir, arch={**arch_of(family), legacy: 5000.0}), shapes_only=True)
+    assert base_of(alone.model.arch) == 5000.0
+    beside = model_config(family, tiny_tokenizer_dir, arch={**arch_of(family), "rope_parameters": nested, legacy: 5000.0})
+    with pytest.raises(ConfigError, match=rf"model\.arch\.{legacy}: the {family} port does not read this field"):
+        load_model(beside, shapes_only=True)
+
+
+def test_modernbert_reads_the_older_global_layer_pattern_only_without_layer_types(tiny_tokenizer_dir):
+    pattern = load_model(model_config("modernbert", tiny_tokenizer_dir, arch={**arch_of("modernbert"), "global_attn_every_n_layers": 1}))
+    assert pattern.model.arch.layer_types == ("full_attention", "full_attention")
+    arch = {**arch_of("modernbert"), "layer_types": ["full_attention", "sliding_attention"], "global_attn_every_n_layers": 1}
+    with pytest.raises(ConfigError, match=r"model\.arch\.global_attn_every_n_layers: the modernbert port does not read"):
+        load_model(model_config("modernbert", tiny_tokenizer_dir, arch=arch), shapes_only=True)

@@ -47,6 +47,12 @@ def _rope_setting(field: str, params: dict[str, Any] | None, theta: float) -> Ro
     raise UnsupportedConfigError(f"{field}.rope_type={rope_type!r} is not supported (only 'default' and 'linear')")
 
 
+def _theta(params: dict[str, Any] | None, hf: dict[str, Any], legacy: str, default: float) -> float:
+    """A layer type's RoPE base: its ``rope_parameters`` entry's, else the older top-level field
+    ``legacy`` (looked up only then), as transformers orders them."""
+    return params["rope_theta"] if params and "rope_theta" in params else hf.get(legacy, default)
+
+
 def _layer_types(hf: dict[str, Any]) -> tuple[str, ...]:
     types = hf.get("layer_types")
     if types is None:  # the older integer pattern: every n-th layer is global
@@ -142,9 +148,9 @@ class Gemma3Config:
             query_pre_attn_scalar=int(hf.get("query_pre_attn_scalar", 256)),
             sliding_window=int(hf.get("sliding_window") or 4096),
             layer_types=_layer_types(hf),
-            full_rope=_rope_setting("rope_parameters.full_attention", full, hf.get("rope_theta", _DEFAULT_THETA[FULL])),
+            full_rope=_rope_setting("rope_parameters.full_attention", full, _theta(full, hf, "rope_theta", _DEFAULT_THETA[FULL])),
             sliding_rope=_rope_setting(
-                "rope_parameters.sliding_attention", sliding, hf.get("rope_local_base_freq", _DEFAULT_THETA[SLIDING])
+                "rope_parameters.sliding_attention", sliding, _theta(sliding, hf, "rope_local_base_freq", _DEFAULT_THETA[SLIDING])
             ),
             attention_bias=bool(hf.get("attention_bias", False)),
             use_bidirectional_attention=bool(hf.get("use_bidirectional_attention", False)),

@@ -67,17 +67,21 @@ class ModernBertConfig:
         if hf.get("rope_scaling"):
             raise UnsupportedConfigError(f"rope_scaling={hf['rope_scaling']!r} is not supported (plain RoPE only)")
         n = hf.get("num_hidden_layers", 22)
-        every = hf.get("global_attn_every_n_layers", 3)
-        layer_types = tuple(hf.get("layer_types") or [LOCAL if i % every else GLOBAL for i in range(n)])
+        layer_types = hf.get("layer_types")
+        if not layer_types:  # the older pattern, looked up only here: every n-th layer is global
+            every = hf.get("global_attn_every_n_layers", 3)
+            layer_types = [LOCAL if i % every else GLOBAL for i in range(n)]
+        layer_types = tuple(layer_types)
         if len(layer_types) != n or set(layer_types) - {GLOBAL, LOCAL}:
             raise UnsupportedConfigError(f"layer_types={list(layer_types)!r} must list {GLOBAL!r}/{LOCAL!r} for each of {n} layers")
-        theta = {GLOBAL: hf.get("global_rope_theta", 160_000.0), LOCAL: hf.get("local_rope_theta", 10_000.0)}
-        for kind, params in (hf.get("rope_parameters") or {}).items():
-            if params is None:
-                continue
-            if params.get("rope_type", "default") != "default":
+        rope = hf.get("rope_parameters") or {}
+        for kind, params in rope.items():
+            if params is not None and params.get("rope_type", "default") != "default":
                 raise UnsupportedConfigError(f"rope_parameters.{kind}.rope_type={params['rope_type']!r} is not supported")
-            theta[kind] = params.get("rope_theta", theta[kind])
+        theta = {}
+        for kind, (legacy, default) in {GLOBAL: ("global_rope_theta", 160_000.0), LOCAL: ("local_rope_theta", 10_000.0)}.items():
+            params = rope.get(kind) or {}  # transformers' order: the nested value, else the older top-level field
+            theta[kind] = params["rope_theta"] if "rope_theta" in params else hf.get(legacy, default)
         names = [f.name for f in dataclasses.fields(cls) if f.name not in ("layer_types", "global_rope_theta", "local_rope_theta")]
         kept = {k: hf[k] for k in names if k in hf and (hf[k] is not None or k.endswith("token_id"))}  # looked up by name
         return cls(**kept, layer_types=layer_types, global_rope_theta=float(theta[GLOBAL]), local_rope_theta=float(theta[LOCAL]))

@@ -71,7 +71,7 @@ class Qwen3Config:
         rope_type = rope.get("rope_type", rope.get("type", "default"))
         if rope_type != "default":
             raise UnsupportedConfigError(f"rope_parameters.rope_type={rope_type!r} is not supported (only 'default')")
-        theta = rope.get("rope_theta", hf.get("rope_theta", 10000.0))
+        theta = rope["rope_theta"] if "rope_theta" in rope else hf.get("rope_theta", 10000.0)  # the nested value first, as transformers
         act = hf.get("hidden_act", "silu")
         if act not in ACTIVATIONS:
             raise UnsupportedConfigError(f"hidden_act={act!r} is not supported")
