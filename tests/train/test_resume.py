@@ -195,3 +195,24 @@ def test_one_process_saves_replicated_arrays_without_compiling(tmp_path):
     ckpts.close()
     assert compiles == []
     assert float(read_state_arrays(tmp_path / "checkpoints", 1)["params"]["w"].sum()) == 2.0 * 24 * 5
+
+
+def test_saving_from_one_process_logs_no_handler_override_warning(caplog):
+    """Every run logged orbax's "Type handler registry ... overriding" WARNING at its first save: the
+    override (whole arrays from one process) is ours and meant, so it is registered quietly."""
+    import logging
+
+    import orbax.checkpoint as ocp
+
+    from omnidistill.runs import checkpoint
+
+    ocp.type_handlers.register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(), override=True)  # orbax's own back
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        checkpoint._whole_arrays_from_one_process()
+    assert ocp.type_handlers.get_type_handler(jax.Array) is checkpoint._WHOLE_ARRAYS
+    assert [r.getMessage() for r in caplog.records if "Type handler registry" in r.getMessage()] == []
+    with caplog.at_level(logging.WARNING):  # the filter is gone afterwards: orbax's other warnings still show
+        ocp.type_handlers.register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(), override=True)
+    assert any("Type handler registry" in r.getMessage() for r in caplog.records)
+    checkpoint._whole_arrays_from_one_process()
