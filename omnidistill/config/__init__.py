@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import types
 import typing
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -420,6 +421,13 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     raise ConfigError(f"{key}: unsupported annotation {tp!r}")
 
 
+def nearest_name(wrong: str, names: Iterable[str]) -> str | None:
+    """The name of ``names`` closest to a mistyped ``wrong`` (difflib's ratio of at least 0.6), or None:
+    the "did you mean" of every unknown-name error (config keys, ``model.arch``, ``data.tfds``)."""
+    close = difflib.get_close_matches(wrong, sorted(names), n=1)
+    return close[0] if close else None
+
+
 def check_value(value: Any, tp: Any, key: str) -> None:
     """Refuse ``value`` where a config file's ``key`` of annotation ``tp`` would be refused (a
     ConfigError naming the key, e.g. ``model.arch.num_hidden_layers: expected int, got 'abc'``)."""
@@ -438,8 +446,8 @@ def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
     for key, value in data.items():
         full = f"{prefix}.{key}" if prefix else str(key)
         if key not in names:
-            close = difflib.get_close_matches(str(key), sorted(names), n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
+            close = nearest_name(str(key), names)
+            hint = f"did you mean {close}? " if close else ""
             raise ConfigError(f"{full}: unknown key ({hint}valid keys: {', '.join(sorted(names))})")
         kwargs[key] = _coerce(value, hints[key], full)
         out_of_range = limit_error(cls.__name__, key, kwargs[key])

@@ -10,14 +10,13 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from omnidistill.config import ConfigError, TfdsConfig
+from omnidistill.config import ConfigError, TfdsConfig, nearest_name
 from omnidistill.data.schema import META_FIELDS, TEXT_FIELDS, DataError, Record, validate_record
 from omnidistill.data.sources import read_records, refuse_duplicate_ids
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
@@ -38,8 +37,8 @@ def check_feature_map(cfg: TfdsConfig, features: Collection[str]) -> None:
     ``labels``. Each error names the key and what it could be."""
 
     def refuse(key: str, what: str, wrong: str, choices: Sequence[str]) -> None:
-        close = difflib.get_close_matches(wrong, choices, n=1)
-        raise ConfigError(f"data.tfds.{key}: {what} ({f'did you mean {close[0]}?' if close else 'one of: ' + ', '.join(choices)})")
+        close = nearest_name(wrong, choices)
+        raise ConfigError(f"data.tfds.{key}: {what} ({f'did you mean {close}?' if close else 'one of: ' + ', '.join(choices)})")
 
     for split in cfg.splits:
         if split not in SPLIT_FILES:

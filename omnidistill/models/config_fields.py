@@ -7,13 +7,12 @@ refused too."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from omnidistill.config import ConfigError, ModelConfig, check_value
+from omnidistill.config import ConfigError, ModelConfig, check_value, nearest_name
 from omnidistill.models.registry import Family
 
 SCALARS = (bool, int, float, str)
@@ -67,8 +66,8 @@ def check_arch_fields(family: Family, hf_config: Mapping[str, Any], model_cfg: M
             check_value(model_cfg.arch[field.name], hints[field.name], f"{where}.{field.name}")
     read = fields_read(family.config_from_hf, hf_config)
     for key in sorted(set(model_cfg.arch) - read):
-        close = difflib.get_close_matches(key, sorted(read), n=1)
-        hint = f"did you mean {close[0]}?" if close else f"the fields it reads: {', '.join(sorted(read))}"
+        close = nearest_name(key, read)
+        hint = f"did you mean {close}?" if close else f"the fields it reads: {', '.join(sorted(read))}"
         if "dropout" in key:
             hint += "; model.dropout sets every dropout rate of a backbone that has them"
         unread = f"the {family.name} port does not read this field from this config, so it changes nothing"
