@@ -24,7 +24,7 @@ from flax import nnx
 from omnidistill.config import Config, ModelConfig
 from omnidistill.models.hf_io import load_hf_weights, read_hf_config, read_hf_tensors, resolve_hf_dir
 from omnidistill.models.loader import load_tokenizer
-from omnidistill.models.published import OMNISCORE_MODEL_TYPE, classifier_model_config, load_published
+from omnidistill.models.published import OMNISCORE_MODEL_TYPE, check_scoring_head, classifier_model_config, load_published
 from omnidistill.models.registry import family_for_model_type
 from omnidistill.models.regressor import build_regressor
 from omnidistill.runs.checkpoint import RunCheckpoints
@@ -71,15 +71,13 @@ def _read_source(folder: Path, require_head: bool) -> tuple[Config, dict[str, An
         return _read_published(folder)
     model_type = hf_config.get("model_type")
     family = family_for_model_type(str(model_type))
-    num_labels = len(hf_config.get("id2label", {})) or hf_config.get("num_labels")
     has_head = family.hf_class in hf_config.get("architectures", [])
-    if has_head and num_labels not in (None, 4):
-        raise ValueError(f"{folder}: classifier has {num_labels} labels; an omnidistill scorer needs 4")
     if has_head or require_head:
         family.check_head_config(hf_config)
     tensors = read_hf_tensors(folder)
     if has_head or require_head:  # run the classifier's own head (its pooler, or a decoder's last token)
         model_cfg = dataclasses.replace(classifier_model_config(family, hf_config, tensors), tokenizer=str(folder))
+        check_scoring_head(folder, family, hf_config, model_cfg)
     else:  # a backbone gets the paper's head (decoders: their last token; EmbeddingGemma: the mean)
         model_cfg = ModelConfig(family=family.name, tokenizer=str(folder), pooling=family.default_pooling(hf_config))
     model = build_regressor(model_cfg, hf_config)

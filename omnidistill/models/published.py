@@ -19,7 +19,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from omnidistill.config import DataConfig, ModelConfig, PromptLayout
-from omnidistill.dimensions import DIMENSIONS, SCORE_MAX, SCORE_MIN
+from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS, SCORE_MAX, SCORE_MIN
 from omnidistill.models.hf_io import load_hf_weights, read_hf_config, read_hf_tensors, set_params
 from omnidistill.models.registry import Family, family_for_model_type
 from omnidistill.models.regressor import Regressor, abstract_regressor
@@ -135,6 +135,35 @@ def classifier_model_config(family: Family, hf_config: dict[str, Any], tensors: 
     return ModelConfig(family=family.name, pooling="last_token", head_bias=bias_key in tensors)
 
 
+def classifier_label_count(config: dict[str, Any]) -> int:
+    """The number of labels ``transformers`` gives a classifier with this ``config.json``: ``id2label``'s
+    size, else ``num_labels``, else its default of 2 (v5 writes neither field for 2 labels)."""
+    return len(config.get("id2label") or {}) or int(config.get("num_labels", 2))
+
+
+def check_scoring_head(folder: Path, family: Family, config: dict[str, Any], model_cfg: ModelConfig) -> None:
+    """Refuse, by ``config.json`` field, a folder that holds no scorer: a backbone (``architectures``
+    without the family's classification class, e.g. ``BertModel`` or a sentence-transformers folder),
+    or a classifier whose label count is not the head's (4 scores; 20 logits for ``classification``).
+    A config without ``architectures`` says neither: its tensors are matched by name and shape."""
+    architectures = config.get("architectures") or []
+    if not architectures:
+        return
+    if family.hf_class not in architectures:
+        raise PublishedFormatError(
+            f"{folder}/config.json: architectures={architectures}: a backbone with no scoring head ({family.hf_class} has one); "
+            f"to train a scorer from it, set model.init_from={folder}"
+        )
+    expected = len(DIMENSIONS) * (NUM_LEVELS if model_cfg.head == "classification" else 1)
+    labels = classifier_label_count(config)
+    if labels != expected:
+        levels = f" x {NUM_LEVELS} levels" if model_cfg.head == "classification" else ""
+        raise PublishedFormatError(
+            f"{folder}/config.json: a classifier with {labels} labels; an omnidistill scorer with the {model_cfg.head} head "
+            f"has {expected} ({', '.join(DIMENSIONS)}{levels})"
+        )
+
+
 def load_published(folder: str | Path, dtype: Any = jnp.float32) -> Published:
     """Load an exported ``hf`` or ``omniscore`` folder with every tensor of encoder, pooler and head:
     float32 parameters, a model that computes in ``dtype``."""
@@ -146,6 +175,7 @@ def load_published(folder: str | Path, dtype: Any = jnp.float32) -> Published:
     family.check_head_config(config)
     tensors = read_hf_tensors(folder)
     model_cfg = classifier_model_config(family, config, tensors)
+    check_scoring_head(folder, family, config, model_cfg)
     model = abstract_regressor(model_cfg, config, dtype=dtype)
     load_hf_weights(model, tensors, required_groups=("encoder", "pooler", "classifier"))
     hf_config = {k: v for k, v in config.items() if k != "omnidistill"}

@@ -13,10 +13,11 @@ from omnidistill.cli import main
 from omnidistill.export.hf_export import ExportError, export_run, export_tensors
 from omnidistill.export.hf_import import import_hf
 from omnidistill.export.model_card import EXAMPLE
+from omnidistill.models.published import PublishedFormatError
 from omnidistill.models.weights import WeightMismatchError
 from omnidistill.scorer import Scorer
 from tests.export.card import card_scores
-from tests.models.hf_fixtures import save_tiny, save_tiny_bert
+from tests.models.hf_fixtures import TINY_BERT, save_tiny, save_tiny_bert
 from tests.models.test_deberta_v2_parity import V3
 from tests.models.test_gemma3_parity import TINY as GEMMA3
 from tests.models.test_modernbert_parity import TINY as MODERNBERT
@@ -189,8 +190,29 @@ def test_bare_backbone_imports_encoder_and_reports_random_head(tmp_path, tiny_to
     transformers.AutoTokenizer.from_pretrained(tiny_tokenizer_dir).save_pretrained(folder)
     summary = import_hf(str(folder), tmp_path / "run")
     assert summary["random_init"] == ["classifier.weight", "classifier.bias"]
-    with pytest.raises(WeightMismatchError, match=r"missing tensors: classifier\.weight"):
+    with pytest.raises(PublishedFormatError, match=r"architectures=\['BertModel'\]: a backbone with no scoring head"):
         import_hf(str(folder), tmp_path / "run2", require_head=True)
+
+
+def test_a_folder_without_four_scores_is_refused_by_its_config_field(tmp_path, tiny_tokenizer_dir, sample_dir, capsys):
+    """A backbone (``BertModel``, as a sentence-transformers folder has it) and a classifier of
+    transformers' default 2 labels (v5 writes no ``id2label`` for it) are refused by ``score`` and
+    ``import`` naming ``config.json``'s field, where a list of missing tensors or of shapes came out."""
+    backbone = save_tiny_bert(tmp_path / "backbone", vocab_size=1024)
+    two = tmp_path / "two"
+    transformers.BertForSequenceClassification(transformers.BertConfig(**{**TINY_BERT, "vocab_size": 1024})).save_pretrained(two)
+    assert "id2label" not in json.loads((two / "config.json").read_text())
+    for folder in (backbone, two):
+        transformers.AutoTokenizer.from_pretrained(tiny_tokenizer_dir).save_pretrained(folder)
+    with pytest.raises(PublishedFormatError, match=r"backbone/config.json: architectures=\['BertModel'\]: a backbone with no scoring head"):
+        Scorer.load(backbone)
+    with pytest.raises(PublishedFormatError, match=r"two/config.json: a classifier with 2 labels; .* has 4 \(informativeness"):
+        Scorer.load(two)
+    with pytest.raises(PublishedFormatError, match=r"two/config.json: a classifier with 2 labels"):
+        import_hf(str(two), tmp_path / "run")
+    args = ["score", "--model", str(backbone), "--input", str(sample_dir / "test.jsonl"), "--output", str(tmp_path / "s.jsonl")]
+    assert main(args) == 2
+    assert "set model.init_from=" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("bidirectional", "pooling"), [(True, "mean"), (False, "last_token")])
