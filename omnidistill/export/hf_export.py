@@ -17,11 +17,13 @@ itself, and must reproduce the JAX scores within ``tolerance`` and, for inputs w
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +140,25 @@ def check_finite(tensors: dict[str, np.ndarray]) -> None:
         raise ExportError(f"non-finite values in: {', '.join(bad)}")
 
 
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """``transformers``' warnings and progress bars off while the check loads the folder as its consumer
+    does: an export printed "Loading weights" bars and a deprecation warning about the ``omniscore``
+    package's own code (``config.use_return_dict``), things its user neither called nor can change.
+    Errors still show; the settings are restored after."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
 def consumer_scores(folder: Path, folder_format: str, encoder: Any, records: list[Record]) -> tuple[np.ndarray, list[list[int]]]:
     """Scores and token ids of ``records`` as the folder's consumer computes them from the text alone:
     ``transformers`` + the card's text (``hf``) or ``omniscore.OmniScorer`` (``omniscore``)."""
@@ -193,7 +214,8 @@ def verify_folder(folder: Path, folder_format: str, params: Any, graphdef: Any, 
     levels = folder_format == "hf" and nnx.merge(graphdef, params).head_name == "classification"
     inputs = {k: batch[k] for k in ("input_ids", "attention_mask")}
     ours = np.asarray(jax.jit(make_predict_fn(graphdef, levels=levels))(params, inputs))
-    theirs, their_ids = consumer_scores(folder, folder_format, encoder, records)
+    with quiet_transformers():
+        theirs, their_ids = consumer_scores(folder, folder_format, encoder, records)
     exact = np.array([encoder.truncation == "right" or n <= encoder.max_length for n in encoder.full_lengths(records)])
     for record, example, ids, comparable in zip(records, examples, their_ids, exact, strict=True):
         if comparable and list(ids) != example["input_ids"].tolist():

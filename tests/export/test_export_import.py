@@ -71,10 +71,19 @@ def test_import_then_export_round_trips_tensors_exactly(tmp_path, tiny_tokenizer
     assert reloaded.config.model_type == transformers.AutoConfig.from_pretrained(hf_classifier).model_type
 
 
-def test_trained_sharded_checkpoint_exports_and_scores_the_same(tmp_path, trained_tiny):
+def test_trained_sharded_checkpoint_exports_and_scores_the_same(tmp_path, trained_tiny, capfd):
     pytest.importorskip("omniscore")  # the default (paper) head exports in its format
+    from transformers.utils import logging as hf_logging
+
     run = trained_tiny  # trained on a data 1 x fsdp 8 mesh
+    verbosity = hf_logging.get_verbosity()
+    capfd.readouterr()
     assert main(["export", str(run), str(tmp_path / "hf"), "--verify", "on"]) == 0
+    # the check loads the folder as the omniscore package does, without its bars and its own deprecation warning
+    printed = capfd.readouterr()
+    assert "verified with omniscore.OmniScorer" in printed.out
+    assert "Loading weights" not in printed.err and "deprecated" not in printed.err, printed.err
+    assert hf_logging.get_verbosity() == verbosity and hf_logging.is_progress_bar_enabled()
     # Every snippet of the model card (plain transformers, omnidistill) prints the run's own scores:
     ours = list(Scorer.load(run).score(candidates=[EXAMPLE["candidate"]], sources=[EXAMPLE["source"]])[0].values())
     outputs = card_scores(tmp_path / "hf")
