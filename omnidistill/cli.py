@@ -170,7 +170,13 @@ def _export(args: argparse.Namespace) -> int:
         if args.push_to_hub
         else None
     )
-    card = CardInfo(license=args.license, datasets=tuple(args.dataset), teacher=args.teacher)
+    card = CardInfo(
+        license=args.license,
+        license_name=args.license_name,
+        license_link=args.license_link,
+        datasets=tuple(args.dataset),
+        teacher=args.teacher,
+    )
     verify = None if args.verify == "auto" else args.verify == "on"
     summary = export_run(
         args.run_dir,
@@ -431,7 +437,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--revision", metavar="BRANCH", help="upload to this branch of the Hub repo (created from main if missing)")
     p.add_argument("--commit-message", default="Upload omnidistill scorer", help="the Hub commit message")
     p.add_argument("--dry-run", action="store_true", help="list what --push-to-hub would upload where, and upload nothing")
-    p.add_argument("--license", default="apache-2.0", help="Hub license id for the model card (match the base model's; default apache-2.0)")
+    p.add_argument(
+        "--license",
+        default="apache-2.0",
+        help="Hub license id for the model card, one the Hub lists (match the base model's; default apache-2.0)",
+    )
+    p.add_argument("--license-name", metavar="NAME", help="with --license other: the license's name (one the Hub does not list)")
+    p.add_argument("--license-link", metavar="URL", help="with --license other: a link to the license's text")
     p.add_argument("--dataset", action="append", default=[], metavar="ID", help="Hub dataset id for the model card (repeatable)")
     p.add_argument("--teacher", help="the judge that labelled the data, for the model card (default: as recorded by `omnidistill label`)")
     p.set_defaults(func=_export)

@@ -18,6 +18,7 @@ from typing import Any
 from omnidistill.config import Config
 from omnidistill.data.sources import iter_objects
 from omnidistill.dimensions import DIMENSIONS
+from omnidistill.export.hub_licenses import check_license
 from omnidistill.storage import files_at_hand
 
 TAGS = ["omnidistill", "omniscore", "text-evaluation", "regression", "llm-as-a-judge"]
@@ -30,13 +31,21 @@ class CardInfo:
     """What the export is told about the model beyond the run directory."""
 
     license: str = "apache-2.0"
-    """A Hub license id; it should agree with the base model's license."""
+    """A Hub license id (:data:`~omnidistill.export.hub_licenses.HUB_LICENSES`); it should agree with
+    the base model's license."""
+    license_name: str | None = None
+    """The license's name, with ``license="other"`` (one the Hub does not list)."""
+    license_link: str | None = None
+    """A link to that license's text, with ``license="other"``."""
     datasets: tuple[str, ...] = ()
     """Hub dataset ids the model was trained or evaluated on."""
     teacher: str | None = None
     """The judge that labelled the training data; default: the models named in the data's ``teacher`` fields."""
     model_name: str | None = None
     """The model-index name (default: the export folder's or Hub repo's name)."""
+
+    def __post_init__(self) -> None:
+        check_license(self.license, self.license_name, self.license_link)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +117,8 @@ def front_matter(cfg: Config, folder_format: str, info: CardInfo, data: DataSumm
     card = ModelCardData(
         base_model=cfg.model.init_from if cfg.model.init_from and not Path(cfg.model.init_from).exists() else None,
         license=info.license,
+        license_name=info.license_name,
+        license_link=info.license_link,
         language=list(data.languages) or None,
         datasets=list(info.datasets) or None,
         library_name="transformers" if folder_format == "hf" else "omniscore",

@@ -5,6 +5,7 @@ into the run's own test metrics. No network: HfApi is a stand-in that records it
 from __future__ import annotations
 
 import json
+import re
 from typing import ClassVar
 
 import pytest
@@ -126,3 +127,40 @@ def test_the_model_card_metadata_parses_into_the_runs_test_metrics(evaluated_run
     text = card.text
     assert "| informativeness |" in text and "**Teacher:** gpt-4.1" in text and "2,100 training items" in text
     assert f"{report['meta']['items']} test items" in text
+
+
+# The ids the Hub's validator listed when it refused a card's license (huggingface/huggingface_hub issue 4218,
+# May 2026, `Invalid metadata in README.md. - "license" must be one of [...]`): a source apart from our list.
+HUB_VALIDATOR_2026_05 = (
+    "apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0 bigcode-openrail-m afl-3.0 "
+    "artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear c-uda cc cc0-1.0 cc-by-2.0 cc-by-2.5 cc-by-3.0 "
+    "cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0 cc-by-nc-3.0 cc-by-nc-4.0 cc-by-nd-4.0 cc-by-nc-nd-3.0 cc-by-nc-nd-4.0 "
+    "cc-by-nc-sa-2.0 cc-by-nc-sa-3.0 cc-by-nc-sa-4.0 cdla-sharing-1.0 cdla-permissive-1.0 cdla-permissive-2.0 wtfpl ecl-2.0 "
+    "epl-1.0 epl-2.0 etalab-2.0 eupl-1.1 eupl-1.2 agpl-3.0 gfdl gpl gpl-2.0 gpl-3.0 lgpl lgpl-2.1 lgpl-3.0 isc h-research "
+    "intel-research lppl-1.3c ms-pl apple-ascl apple-amlr mpl-2.0 odc-by odbl openmdw-1.0 openrail++ osl-3.0 postgresql "
+    "ofl-1.1 ncsa unlicense zlib pddl lgpl-lr deepfloyd-if-license fair-noncommercial-research-license llama2 llama3 "
+    "llama3.1 llama3.2 llama3.3 llama4 grok2-community gemma unknown other"
+).split()
+
+
+def test_a_license_the_hub_would_refuse_stops_the_export_before_it_writes(evaluated_run, tmp_path, capsys):
+    from omnidistill.config import Config
+    from omnidistill.export.card_metadata import CardInfo, DataSummary, front_matter
+
+    for license_id in HUB_VALIDATOR_2026_05:
+        CardInfo(license=license_id, license_name="Our terms" if license_id == "other" else None)
+    out = tmp_path / "export"
+    refusals = [
+        (["--license", "Apache-2.0"], "--license Apache-2.0: not a Hub license id, and the Hub refuses .*did you mean apache-2.0\\?"),
+        (["--license", "GPL-3.0-or-later"], "did you mean gpl-3.0\\? .* --license other --license-name NAME"),
+        (["--license", "other"], "--license other needs --license-name NAME"),
+        (["--license", "mit", "--license-link", "https://example.org/LICENSE"], "go with --license other; mit is a license"),
+    ]
+    for flags, message in refusals:
+        assert main(["export", str(evaluated_run), str(out), "--verify", "off", *flags]) == 2
+        assert re.search(message, capsys.readouterr().err), flags
+        assert not out.exists()
+    info = CardInfo(license="other", license_name="Our terms", license_link="https://example.org/LICENSE")
+    text = front_matter(Config(), "omniscore", info, DataSummary(None, None, (), ()), None, "export")
+    data = ModelCard(text + "\nbody\n").data
+    assert (data.license, data.license_name, data.license_link) == ("other", "Our terms", "https://example.org/LICENSE")
