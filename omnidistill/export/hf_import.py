@@ -28,7 +28,7 @@ from omnidistill.models.published import OMNISCORE_MODEL_TYPE, check_scoring_hea
 from omnidistill.models.registry import family_for_model_type
 from omnidistill.models.regressor import build_regressor
 from omnidistill.runs.checkpoint import RunCheckpoints
-from omnidistill.runs.run_dir import save_run_metadata
+from omnidistill.runs.run_dir import save_run_metadata, write_import_record
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,7 @@ def import_hf(source: str, run_dir: str | Path, *, require_head: bool = False, o
     tmp = target.with_name(target.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     _save_imported(tmp, cfg, hf_config, tokenizer, model)
+    write_import_record(tmp, source, summary["family"], summary["random_init"])
     if target.exists():
         shutil.rmtree(target)
     os.replace(tmp, target)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,9 @@ from omnidistill.config import Config
 from omnidistill.models.loader import dtype_named, load_tokenizer
 from omnidistill.models.regressor import Regressor, abstract_regressor
 from omnidistill.runs.checkpoint import restore_params
-from omnidistill.runs.run_dir import load_run_metadata
+from omnidistill.runs.run_dir import load_run_metadata, untrained_head
+
+log = logging.getLogger(__name__)
 
 
 def trained_model_shapes(cfg: Config, hf_config: dict[str, Any], tok_dir: Path, dtype: Any = jnp.float32) -> Regressor:
@@ -38,4 +41,13 @@ def load_trained(run_dir: str | Path, checkpoint: str = "best", compute_dtype: s
     graphdef, params_state = nnx.split(model, nnx.Param)
     sub = {"best": "best", "latest": "checkpoints"}[checkpoint]
     params, step = restore_params(run_dir / sub, nnx.to_pure_dict(params_state))
+    untrained = untrained_head(run_dir)
+    if untrained:  # as transformers warns of a head it did not find in a checkpoint
+        log.warning(
+            "%s: imported from a backbone with %s at random initialisation and not trained: its scores mean nothing; "
+            "train a scorer from it with model.init_from=%s",
+            run_dir,
+            ", ".join(untrained),
+            run_dir,
+        )
     return cfg, graphdef, params, load_tokenizer(str(tok_dir)), step

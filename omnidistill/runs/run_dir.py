@@ -25,6 +25,8 @@ ORDER_SETTINGS = (
 batches only if these, and the number of training examples, are the ones the run started with."""
 TRAIN_DATA = "train_data.json"
 """The number of training examples of the run's latest start (checked on resume)."""
+IMPORTED = "imported.json"
+"""What ``omnidistill import`` made the run from: source, family, and the tensors left at random initialisation."""
 
 
 def is_run_directory(path: str | Path | None) -> bool:
@@ -53,6 +55,19 @@ def save_run_metadata(run_dir: str | Path, cfg: Config, hf_config: dict[str, Any
     dump_config(cfg, run_dir / "config.yaml")
     (run_dir / "model.json").write_text(json.dumps({"family": cfg.model.family, "hf_config": hf_config}, indent=2), encoding="utf-8")
     tokenizer.save_pretrained(run_dir / "tokenizer")
+
+
+def write_import_record(run_dir: str | Path, source: str, family: str, random_init: list[str]) -> None:
+    """Record what an imported run was made from (``imported.json``)."""
+    record = {"source": source, "family": family, "random_init": random_init}
+    atomic_write_text(Path(run_dir) / IMPORTED, json.dumps(record, indent=2))
+
+
+def untrained_head(run_dir: str | Path) -> list[str]:
+    """The tensors of a run's parameters that ``omnidistill import`` left at random initialisation (a
+    backbone's head; its run is never trained in place, so they stay so); empty for any other run."""
+    path = Path(run_dir) / IMPORTED
+    return list(json.loads(path.read_text(encoding="utf-8")).get("random_init", [])) if path.is_file() else []
 
 
 def load_run_metadata(run_dir: str | Path) -> tuple[Config, dict[str, Any], Path]:

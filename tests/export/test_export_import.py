@@ -194,11 +194,20 @@ def test_import_lists_missing_and_unexpected_tensors(tmp_path, hf_classifier):
     assert "unexpected tensors: bert.encoder.layer.0.attention.self.extra.weight" in str(err.value)
 
 
-def test_bare_backbone_imports_encoder_and_reports_random_head(tmp_path, tiny_tokenizer_dir):
+def test_bare_backbone_imports_encoder_and_reports_random_head(tmp_path, tiny_tokenizer_dir, hf_classifier, caplog):
     folder = save_tiny_bert(tmp_path / "backbone", vocab_size=1024)
     transformers.AutoTokenizer.from_pretrained(tiny_tokenizer_dir).save_pretrained(folder)
     summary = import_hf(str(folder), tmp_path / "run")
     assert summary["random_init"] == ["classifier.weight", "classifier.bias"]
+    # scoring it (score, eval and export load it the same way) says its head is random, as transformers would
+    with caplog.at_level("WARNING", logger="omnidistill.runs.load"):
+        Scorer.load(tmp_path / "run")
+    assert "with classifier.weight, classifier.bias at random initialisation and not trained" in caplog.text
+    caplog.clear()
+    import_hf(str(hf_classifier), tmp_path / "complete")
+    with caplog.at_level("WARNING", logger="omnidistill.runs.load"):
+        Scorer.load(tmp_path / "complete")
+    assert "random initialisation" not in caplog.text
     with pytest.raises(PublishedFormatError, match=r"architectures=\['BertModel'\]: a backbone with no scoring head"):
         import_hf(str(folder), tmp_path / "run2", require_head=True)
 
