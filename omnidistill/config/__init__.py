@@ -35,11 +35,14 @@ class ModelConfig:
     arch: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Hugging Face config fields; used for random init, or to override fields of ``init_from``. A field
     the family's port does not read (a typo, or one it has no use for), a value of the wrong type and a
-    dropout rate beside ``model.dropout`` are errors naming the field."""
+    dropout rate beside ``model.dropout`` are errors naming the field; so are fields that change
+    ``init_from``'s tensor shapes (``model.arch={}`` clears what a config file such as ``tiny.yaml`` sets)."""
     tokenizer: str | None = None
     """Tokenizer folder or hub id; defaults to ``init_from``. A name that is not a local folder (a relative
     path is read from the current directory) is looked up on the Hub, and the error of a failed lookup
-    names both places."""
+    names both places. Beside ``init_from``, it must keep the ids of the tokenizer there (tokens added
+    after them aside), or the checkpoint's embeddings would be looked up by the wrong ids: another is
+    refused (``model.tokenizer=null`` takes ``init_from``'s)."""
     pooling: str = "cls_raw"
     """Pooling: ``cls_raw`` (the final [CLS] state, no pooler: OmniScore §3; exports as ``omniscore``),
     ``cls`` ([CLS] through the family's pooler; exports as ``hf``), ``mean`` (``omniscore``),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from pathlib import Path
 from typing import Any
 
 import jax.numpy as jnp
@@ -14,6 +15,7 @@ from omnidistill.models.hf_io import absent_hf_keys, load_hf_weights, read_hf_co
 from omnidistill.models.published import OMNISCORE_MODEL_TYPE
 from omnidistill.models.registry import get_family
 from omnidistill.models.regressor import Regressor, abstract_regressor, build_regressor
+from omnidistill.models.weights import WeightMismatchError
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
@@ -70,6 +72,38 @@ def _unknown_omniscore_type(record: logging.LogRecord) -> bool:
     return f"model of type `{OMNISCORE_MODEL_TYPE}` to instantiate" not in record.getMessage()
 
 
+def check_same_vocabulary(tokenizer: Any, tokenizer_name: str, source: Path, init_from: str) -> None:
+    """Refuse a ``model.tokenizer`` whose ids are not those of the tokenizer in ``init_from``'s folder
+    ``source`` (nothing to compare where it holds none): every token of that vocabulary must keep its
+    id, added tokens aside. Another vocabulary looks the pretrained embeddings up by the wrong ids and
+    trains without an error: ``configs/tiny.yaml`` (the tiny WordPiece) with ``model.init_from=`` a
+    real BERT did."""
+    if not any(any(source.glob(pattern)) for pattern in TOKENIZER_FILES):
+        return
+    theirs, ours = load_tokenizer(str(source)).get_vocab(), tokenizer.get_vocab()
+    moved = sorted((token for token, index in theirs.items() if ours.get(token) != index), key=theirs.__getitem__)
+    if moved:
+        raise ValueError(
+            f"model.tokenizer={tokenizer_name} is not the tokenizer of model.init_from={init_from}: {len(moved):,} of its "
+            f"{len(theirs):,} tokens have another id or none (e.g. {', '.join(map(repr, moved[:3]))}), so the checkpoint's "
+            "embeddings would be looked up by the wrong ids; leave model.tokenizer unset (model.tokenizer=null) to use init_from's"
+        )
+
+
+def arch_conflict(err: WeightMismatchError, model_cfg: ModelConfig, checkpoint_config: dict[str, Any]) -> WeightMismatchError:
+    """``init_from``'s tensors did not fit: name the ``model.arch`` fields that changed its config (a
+    config file's tiny architecture over a real checkpoint, say) before the tensors they mismatch."""
+    changed = {key: value for key, value in model_cfg.arch.items() if checkpoint_config.get(key) != value}
+    if not changed:
+        return err
+    sets = ", ".join(f"{key}={value!r} (checkpoint: {checkpoint_config.get(key)!r})" for key, value in changed.items())
+    return WeightMismatchError(
+        f"model.init_from={model_cfg.init_from}: its tensors do not fit the model that model.arch makes of its config "
+        f"(model.arch sets {sets}); leave these out of model.arch to keep the checkpoint's architecture "
+        f"(model.arch={{}} clears what a config file sets). {err}"
+    )
+
+
 def load_model(
     model_cfg: ModelConfig,
     *,
@@ -95,7 +129,10 @@ def load_model(
     family = get_family(model_cfg.family)
     if model_cfg.init_from:
         folder = resolve_hf_dir(model_cfg.init_from)
-        hf_config = {**read_hf_config(folder), **model_cfg.arch}
+        if model_cfg.tokenizer:
+            check_same_vocabulary(tokenizer, model_cfg.tokenizer, folder, model_cfg.init_from)
+        checkpoint_config = read_hf_config(folder)
+        hf_config = {**checkpoint_config, **model_cfg.arch}
     else:
         hf_config = {**(base_config or {}), **model_cfg.arch}
         hf_config.setdefault("vocab_size", len(tokenizer))
@@ -113,11 +150,14 @@ def load_model(
         model = build_regressor(model_cfg, hf_config, dtype=DTYPES[compute_dtype], seed=seed)
     pretrained_pooler = False
     if folder is not None:
-        if shapes_only:
-            absent = absent_hf_keys(model, read_hf_tensor_shapes(folder), required_groups=("encoder",))
-        else:
-            absent = load_hf_weights(model, read_hf_tensors(folder), required_groups=("encoder",))
-            log.info("initialised encoder from %s (%d optional tensors left random)", model_cfg.init_from, len(absent))
+        try:
+            if shapes_only:
+                absent = absent_hf_keys(model, read_hf_tensor_shapes(folder), required_groups=("encoder",))
+            else:
+                absent = load_hf_weights(model, read_hf_tensors(folder), required_groups=("encoder",))
+                log.info("initialised encoder from %s (%d optional tensors left random)", model_cfg.init_from, len(absent))
+        except WeightMismatchError as err:
+            raise arch_conflict(err, model_cfg, checkpoint_config) from None
         pooler_keys = {e.hf_key for e in family.weight_table(model.arch) if e.group == "pooler"}
         pretrained_pooler = model.pooler is not None and bool(pooler_keys) and not pooler_keys & set(absent)
     return LoadedModel(model=model, hf_config=hf_config, tokenizer=tokenizer, pretrained_pooler=pretrained_pooler)

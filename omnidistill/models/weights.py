@@ -112,14 +112,21 @@ def match_hf_keys(
     unexpected = sorted(k for k in hf_shapes if k not in used and not any(k.startswith(p) for p in ignorable_prefixes))
     problems = []
     if missing:
-        problems.append("missing tensors: " + ", ".join(e.hf_key for e in missing))
+        problems.append("missing tensors: " + listed([e.hf_key for e in missing], ", "))
     if unexpected:
-        problems.append("unexpected tensors: " + ", ".join(unexpected))
+        problems.append("unexpected tensors: " + listed(unexpected, ", "))
     if bad_shapes:
-        problems.append("shape mismatches: " + "; ".join(bad_shapes))
+        problems.append("shape mismatches: " + listed(bad_shapes, "; "))
     if problems:
         raise WeightMismatchError("; ".join(problems))
     return found, absent_optional
+
+
+def listed(names: list[str], sep: str, most: int = 8) -> str:
+    """The first ``most`` of ``names``, then how many there are in all: a checkpoint of another size
+    mismatches every tensor, and a list of hundreds hid the cause."""
+    shown = sep.join(names[:most])
+    return shown if len(names) <= most else f"{shown}{sep}... ({len(names)} in all)"
 
 
 def hf_to_flax(

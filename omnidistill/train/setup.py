@@ -26,7 +26,7 @@ from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
 from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.predict import checked_compiler_options, jitted_predict_fn
 from omnidistill.models.hf_io import set_params, unrolled_shapes
-from omnidistill.models.loader import LoadedModel, load_model
+from omnidistill.models.loader import LoadedModel, check_same_vocabulary, load_model
 from omnidistill.models.registry import get_family
 from omnidistill.models.scan import unstack_layers
 from omnidistill.parallel.mesh import (
@@ -244,6 +244,8 @@ def load_initial_model(cfg: Config, *, shapes_only: bool = False) -> LoadedModel
     loaded = load_model(
         model_cfg, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed, shapes_only=shapes_only, base_config=hf_config
     )
+    if cfg.model.tokenizer:
+        check_same_vocabulary(loaded.tokenizer, cfg.model.tokenizer, tok_dir, str(source))
     shapes = unrolled_shapes(loaded.model)  # both sides unrolled: the source may use the other model.scan_layers
     matched = {p for p, shape in unrolled_shapes(source_model).items() if shapes.get(p) == shape}
     if not any(p[0] == "encoder" for p in matched):
