@@ -32,7 +32,7 @@ from flax import nnx
 
 from omnidistill.config import DataConfig
 from omnidistill.data.level_dist import level_std
-from omnidistill.data.schema import Record, surrogate_error, validate_record
+from omnidistill.data.schema import UNKNOWN, Record, surrogate_error, validate_record
 from omnidistill.data.tokenize import EncodedInputs, RecordEncoder
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
 from omnidistill.eval.predict import checked_compiler_options
@@ -312,7 +312,7 @@ class Scorer:
             "tgt_lang": column(tgt_langs, "tgt_langs"),
             "group_id": column(group_ids, "group_ids"),
         }
-        tsk, lng = column(tasks or "unknown", "tasks"), column(langs or "unknown", "langs")
+        tsk, lng = column(tasks or UNKNOWN, "tasks"), column(langs or UNKNOWN, "langs")
         names = column(None, "ids") if ids is None else [str(i) for i in column(ids, "ids")]
         records, keep = [], []
         for i in range(n):

@@ -108,7 +108,9 @@ class PromptLayout:
 
     task_prefix: str | None = None
     """Prefix of a task line holding the record's ``task``; null (the paper, §3: no task id) omits the line.
-    The released OmniScore DeBERTa-v3 checkpoint uses ``"Task:"``."""
+    The released OmniScore DeBERTa-v3 checkpoint uses ``"Task:"``. A record without a task (or with
+    ``task: unknown``, what reports call it) gets no task line, as the ``omniscore`` package formats
+    an item without one."""
     source_prefix: str | None = "Source:"
     reference_prefix: str | None = "Reference:"
     prediction_prefix: str | None = "Prediction:"

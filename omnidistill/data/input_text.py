@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from omnidistill.config import DataConfig, PromptLayout
-from omnidistill.data.schema import TEXT_FIELDS, Record
+from omnidistill.data.schema import TEXT_FIELDS, UNKNOWN, Record
 
 SOURCE_SIDE = tuple(f for f in TEXT_FIELDS if f != "reference")
 
@@ -68,6 +68,15 @@ def clean(text: str | None) -> str:
     return (text or "").strip()
 
 
+def given_task(record: Record) -> str | None:
+    """The record's task as the model input holds it: None for a record that gives none (its task is
+    :data:`~omnidistill.data.schema.UNKNOWN`), which gets no task line, as the ``omniscore`` package's
+    ``format_example(..., task=None)`` formats an item without a task. Before, such a record read
+    ``Task: unknown`` under a task-line layout, and scored otherwise than in the package."""
+    task = clean(record.task)
+    return task if task and task != UNKNOWN else None
+
+
 def source_fields(record: Record) -> list[str]:
     """The source-side fields present (context, question, title, source), stripped."""
     return [t for f in SOURCE_SIDE if (t := clean(getattr(record, f)))]
@@ -96,8 +105,9 @@ def format_record(record: Record, layout: TextLayout) -> InputText:
                 spans.append((start, start + len(part)))
                 start += len(part) + len(layout.separator)
 
-    if layout.task_line and clean(record.task):
-        add_segment(layout.task_prefix, [clean(record.task)], track=False)
+    task = given_task(record)
+    if layout.task_line and task:
+        add_segment(layout.task_prefix, [task], track=False)
     sources = source_fields(record)
     if sources:
         add_segment(layout.source_prefix, sources, track=True)

@@ -10,6 +10,9 @@ from typing import Any
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS, SCORE_MAX, SCORE_MIN
 
 TASKS = ("qa", "mt", "summarization", "headline", "paraphrase", "chat")
+UNKNOWN = "unknown"
+"""The ``task`` and ``lang`` of a record that gives none (reports group such records under it). A task
+of this value is no task: the model input has no task line for it (:func:`~omnidistill.data.input_text.given_task`)."""
 TEXT_FIELDS = ("context", "question", "title", "source", "reference")
 """Input texts, in the order they form the model input before the candidate (only those present)."""
 META_FIELDS = ("dataset", "src_lang", "tgt_lang")
@@ -198,8 +201,8 @@ def validate_record(obj: Any, where: str, *, require_labels: bool = True) -> Rec
         raise DataError(f"{where}: no labels (need at least one of {', '.join(DIMENSIONS)})")
     return Record(
         id=record_id(obj, where),
-        task=_optional_text(obj, "task", where) or "unknown",
-        lang=_optional_text(obj, "lang", where) or "unknown",
+        task=_optional_text(obj, "task", where) or UNKNOWN,
+        lang=_optional_text(obj, "lang", where) or UNKNOWN,
         candidate=candidate,
         question=_optional_text(obj, "question", where),
         source=_optional_text(obj, "source", where),

@@ -38,7 +38,8 @@ from omnidistill.data.schema import Record
 from omnidistill.data.tokenize import TRUNCATION_SAMPLE, RecordEncoder, label_matrix, sample_positions, truncation_estimate
 from omnidistill.dimensions import NUM_DIMENSIONS, NUM_LEVELS
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
+"""In every fingerprint; 4: a record without a task has no task line (``given_task``)."""
 CHUNK = 2048
 """Records tokenized per batched tokenizer call."""
 _ARRAYS = ("tokens", "offsets", "labels", "label_mask", "label_dist")

@@ -30,7 +30,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from omnidistill.data.input_text import clean, source_text
+from omnidistill.data.input_text import clean, given_task, source_text
 from omnidistill.data.schema import Record
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
 from omnidistill.export.card_metadata import CardInfo
@@ -188,7 +188,7 @@ def consumer_scores(folder: Path, folder_format: str, encoder: Any, records: lis
     kwargs = dict(
         references=[clean(r.reference) or None for r in records],
         sources=[source_text(r, layout.separator) or None for r in records],
-        tasks=[r.task for r in records] if layout.task_line else None,
+        tasks=[given_task(r) for r in records] if layout.task_line else None,
     )
     scores = scorer.score([r.candidate for r in records], **kwargs).scores
     formatted = [

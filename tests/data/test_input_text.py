@@ -15,7 +15,7 @@ from transformers import AutoTokenizer
 
 from omnidistill.config import DataConfig, PromptLayout
 from omnidistill.data.input_text import TextLayout, format_record, source_text
-from omnidistill.data.schema import Record
+from omnidistill.data.schema import Record, validate_record
 from omnidistill.data.sources import read_records
 from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.export.model_card import input_text_code
@@ -51,24 +51,48 @@ def card_input_text(tok, layout: TextLayout):
     return namespace["input_text"]
 
 
-def omniscore_text(layout: TextLayout, record: Record) -> str:
-    """The input text as the ``omniscore`` package formats it for a folder with this layout."""
+def package_format(layout: TextLayout):
+    """The ``omniscore`` package's ``InputFormat`` of a folder with this layout."""
     formatting = pytest.importorskip("omniscore.formatting")
-    fmt = formatting.InputFormat(
+    return formatting.InputFormat(
         task_prefix=layout.task_prefix,
         source_prefix=layout.source_prefix,
         reference_prefix=layout.reference_prefix,
         prediction_prefix=layout.prediction_prefix,
         separator=layout.separator,
     )
+
+
+def omniscore_text(layout: TextLayout, record: Record) -> str:
+    """The input text as the ``omniscore`` package formats it for a folder with this layout."""
+    from omniscore.formatting import format_example
+
     task = record.task if layout.task_line else None
-    return formatting.format_example(
+    return format_example(
         record.candidate,
         reference=record.reference or None,
         source=source_text(record, layout.separator) or None,
         task=task,
-        input_format=fmt,
+        input_format=package_format(layout),
     )
+
+
+def test_a_record_without_a_task_is_formatted_as_the_package_formats_no_task(tiny_tokenizer_dir):
+    """The package's user scores an item without a task by giving none (``task=None``: no task line); a
+    record without one holds the reports' ``unknown`` task, and its text read ``Task: unknown``."""
+    layout = TextLayout.from_config(LAYOUTS["omniscore-released"], None)
+    fmt = package_format(layout)
+    from omniscore.formatting import format_example
+
+    item = {"id": "x", "source": "The Moon orbits the Earth.", "candidate": "Der Mond umkreist die Erde."}
+    record = validate_record(item, "items.jsonl:1", require_labels=False)
+    assert record.task == "unknown"
+    expected = format_example(item["candidate"], source=item["source"], input_format=fmt)
+    assert format_record(record, layout).text == expected == "Source: The Moon orbits the Earth.\nCandidate: Der Mond umkreist die Erde."
+    card = card_input_text(AutoTokenizer.from_pretrained(tiny_tokenizer_dir), layout)
+    assert card(item["candidate"], source=item["source"]) == expected
+    with_task = validate_record({**item, "task": "mt"}, "items.jsonl:2", require_labels=False)
+    assert format_record(with_task, layout).text == format_example(item["candidate"], source=item["source"], task="mt", input_format=fmt)
 
 
 @pytest.mark.parametrize("layout_name", sorted(LAYOUTS))
