@@ -17,6 +17,7 @@ import numpy as np
 from flax import nnx
 
 from omnidistill.config import Config
+from omnidistill.config.unused import idle_settings
 from omnidistill.data.pipeline import PackSpec, bucket_length, packed_train_dataset, train_dataset, with_workers
 from omnidistill.data.schema import Record
 from omnidistill.data.splits import load_split, stream_split
@@ -338,6 +339,8 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     run_dir = Path(cfg.train.output_dir)
     mesh = build_mesh(cfg.mesh)
     check_batching(cfg, mesh.shape["data"] * mesh.shape["fsdp"], jax.process_count())
+    for line in idle_settings(cfg):
+        log.warning("%s", line)
     # a bad eval.lang_weights file fails now, not at the first dev evaluation after an epoch of training
     lang_weights = load_group_weights(cfg.eval.lang_weights) if cfg.eval.lang_weights else None
     compiler_options = train_compiler_options(cfg)
