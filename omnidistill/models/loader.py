@@ -13,7 +13,7 @@ from omnidistill.config import ModelConfig
 from omnidistill.models.config_fields import check_arch_fields
 from omnidistill.models.hf_io import absent_hf_keys, load_hf_weights, read_hf_config, read_hf_tensor_shapes, read_hf_tensors, resolve_hf_dir
 from omnidistill.models.published import OMNISCORE_MODEL_TYPE
-from omnidistill.models.registry import get_family
+from omnidistill.models.registry import FAMILIES, Family, get_family
 from omnidistill.models.regressor import Regressor, abstract_regressor, build_regressor
 from omnidistill.models.weights import WeightMismatchError
 
@@ -90,6 +90,17 @@ def check_same_vocabulary(tokenizer: Any, tokenizer_name: str, source: Path, ini
         )
 
 
+def check_family(family: Family, model_type: str, init_from: str) -> None:
+    """Refuse an ``init_from`` whose ``model_type`` another family's port implements, naming that
+    family (the port itself would only say that it does not take this model type)."""
+    owner = next((f for f in FAMILIES.values() if model_type in f.hf_model_types), None)
+    if owner is not None and owner.name != family.name:
+        raise ValueError(
+            f"model.init_from={init_from} is a {owner.name} model (model_type={model_type!r}), and model.family={family.name}: "
+            f"set model.family={owner.name}"
+        )
+
+
 def arch_conflict(err: WeightMismatchError, model_cfg: ModelConfig, checkpoint_config: dict[str, Any]) -> WeightMismatchError:
     """``init_from``'s tensors did not fit: name the ``model.arch`` fields that changed its config (a
     config file's tiny architecture over a real checkpoint, say) before the tensors they mismatch."""
@@ -132,6 +143,7 @@ def load_model(
         if model_cfg.tokenizer:
             check_same_vocabulary(tokenizer, model_cfg.tokenizer, folder, model_cfg.init_from)
         checkpoint_config = read_hf_config(folder)
+        check_family(family, str(checkpoint_config.get("model_type")), model_cfg.init_from)
         hf_config = {**checkpoint_config, **model_cfg.arch}
     else:
         hf_config = {**(base_config or {}), **model_cfg.arch}

@@ -27,7 +27,7 @@ from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
 from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.predict import checked_compiler_options, jitted_predict_fn
 from omnidistill.models.hf_io import set_params, unrolled_shapes
-from omnidistill.models.loader import LoadedModel, check_same_vocabulary, load_model
+from omnidistill.models.loader import LoadedModel, check_family, check_same_vocabulary, load_model
 from omnidistill.models.registry import get_family
 from omnidistill.models.scan import unstack_layers
 from omnidistill.parallel.mesh import (
@@ -240,6 +240,7 @@ def load_initial_model(cfg: Config, *, shapes_only: bool = False) -> LoadedModel
         return load_model(cfg.model, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed, shapes_only=shapes_only)
     source = Path(str(cfg.model.init_from))
     run_cfg, hf_config, tok_dir = load_run_metadata(source)
+    check_family(get_family(cfg.model.family), str(hf_config.get("model_type")), str(source))
     source_model = trained_model_shapes(run_cfg, hf_config, tok_dir)
     model_cfg = dataclasses.replace(cfg.model, init_from=None, tokenizer=cfg.model.tokenizer or str(tok_dir))
     loaded = load_model(

@@ -14,7 +14,7 @@ from omnidistill.config import Config, ModelConfig
 from omnidistill.models.loader import load_model, load_tokenizer
 from omnidistill.models.weights import WeightMismatchError
 from omnidistill.train.setup import load_initial_model
-from tests.models.hf_fixtures import TINY_BERT, save_tiny_bert
+from tests.models.hf_fixtures import TINY_BERT, save_tiny, save_tiny_bert
 
 pytest.importorskip("torch")
 
@@ -77,3 +77,15 @@ def test_the_tiny_config_over_a_real_checkpoint_is_refused_twice_by_name(tmp_pat
     assert main([*args, "model.tokenizer=null"]) == 2
     assert "(model.arch sets hidden_size=64 (checkpoint: 384), num_hidden_layers=2 (checkpoint: 6)" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_checkpoint_of_another_family_names_the_family_to_set(tmp_path, tiny_tokenizer_dir, trained_tiny):
+    from tests.models.test_xlm_roberta_parity import TINY as XLMR
+
+    folder = save_tiny(tmp_path / "xlmr", "XLMRoberta", XLMR, vocab_size=1024)
+    named = r"xlmr is a xlm_roberta model \(model_type='xlm-roberta'\), and model\.family=bert: set model\.family=xlm_roberta"
+    with pytest.raises(ValueError, match=named):
+        load_model(ModelConfig(family="bert", init_from=str(folder), tokenizer=str(tiny_tokenizer_dir)), shapes_only=True)
+    cfg = Config(model=ModelConfig(family="xlm_roberta", init_from=str(trained_tiny)))
+    with pytest.raises(ValueError, match=r"is a bert model \(model_type='bert'\), and model\.family=xlm_roberta: set model\.family=bert"):
+        load_initial_model(cfg, shapes_only=True)
