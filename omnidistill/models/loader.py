@@ -94,7 +94,7 @@ def check_family(family: Family, model_type: str, init_from: str) -> None:
     """Refuse an ``init_from`` whose ``model_type`` another family's port implements, naming that
     family (the port itself would only say that it does not take this model type)."""
     owner = next((f for f in FAMILIES.values() if model_type in f.hf_model_types), None)
-    if owner is not None and owner.name != family.name:
+    if owner is not None and model_type not in family.hf_model_types:
         raise ValueError(
             f"model.init_from={init_from} is a {owner.name} model (model_type={model_type!r}), and model.family={family.name}: "
             f"set model.family={owner.name}"
