@@ -92,7 +92,13 @@ def check_same_vocabulary(tokenizer: Any, tokenizer_name: str, source: Path, ini
 
 def check_family(family: Family, model_type: str, init_from: str) -> None:
     """Refuse an ``init_from`` whose ``model_type`` another family's port implements, naming that
-    family (the port itself would only say that it does not take this model type)."""
+    family (the port itself would only say that it does not take this model type), or an ``omniscore``
+    scorer folder, which ``omnidistill import`` turns into a run that ``init_from`` takes whole."""
+    if model_type == OMNISCORE_MODEL_TYPE:
+        raise ValueError(
+            f"model.init_from={init_from} is a scorer folder in the omniscore package's format: make a run of it with "
+            f"`omnidistill import {init_from} RUN_DIR`, then set model.init_from=RUN_DIR (its encoder and heads carry over)"
+        )
     owner = next((f for f in FAMILIES.values() if model_type in f.hf_model_types), None)
     if owner is not None and model_type not in family.hf_model_types:
         raise ValueError(

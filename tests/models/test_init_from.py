@@ -89,3 +89,11 @@ def test_a_checkpoint_of_another_family_names_the_family_to_set(tmp_path, tiny_t
     cfg = Config(model=ModelConfig(family="xlm_roberta", init_from=str(trained_tiny)))
     with pytest.raises(ValueError, match=r"is a bert model \(model_type='bert'\), and model\.family=xlm_roberta: set model\.family=bert"):
         load_initial_model(cfg, shapes_only=True)
+
+
+def test_an_omniscore_folder_is_pointed_to_import(tmp_path, tiny_tokenizer_dir):
+    folder = tmp_path / "released"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "omniscore", "backbone_config": {"model_type": "bert"}}')
+    with pytest.raises(ValueError, match=r"omniscore package's format: make a run of it with `omnidistill import .*released RUN_DIR`"):
+        load_model(ModelConfig(family="bert", init_from=str(folder), tokenizer=str(tiny_tokenizer_dir)), shapes_only=True)
