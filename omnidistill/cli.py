@@ -152,8 +152,9 @@ def _label(args: argparse.Namespace) -> int:
 def _tfds_build(args: argparse.Namespace) -> int:
     from omnidistill.data.tfds_source import build_schema_dataset
 
-    folder = build_schema_dataset(args.manual_dir, args.data_dir)
-    print(f"prepared omnidistill_schema in {folder}; train with data.tfds.name=omnidistill_schema data.tfds.data_dir={args.data_dir}")
+    folder, built = build_schema_dataset(args.manual_dir, args.data_dir, overwrite=args.overwrite)
+    done = "prepared omnidistill_schema in" if built else "omnidistill_schema was already prepared from these files in"
+    print(f"{done} {folder}; train with data.tfds.name=omnidistill_schema data.tfds.data_dir={args.data_dir}")
     return 0
 
 
@@ -399,6 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tfds-build", help="build the omnidistill_schema TFDS dataset from local train/dev/test files")
     p.add_argument("--manual-dir", required=True, help="folder with train/dev/test .jsonl, .csv or .parquet files")
     p.add_argument("--data-dir", required=True, help="TFDS data directory to write")
+    p.add_argument("--overwrite", action="store_true", help="rebuild a dataset there that was prepared from other files")
     p.set_defaults(func=_tfds_build)
 
     p = sub.add_parser("sweep", help="train a grid of config overrides and write one comparison table")

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -140,14 +142,49 @@ def dist_matrix(record: Any) -> np.ndarray:
     return out
 
 
-def build_schema_dataset(manual_dir: str | Path, data_dir: str | Path) -> Path:
-    """Prepare ``omnidistill_schema`` from the files in ``manual_dir`` under ``data_dir``; returns its folder."""
-    for path in split_files(manual_dir).values():  # before TFDS starts: it asserts on a missing folder,
+SOURCES_FILE = "omnidistill_sources.json"
+"""Written beside a prepared ``omnidistill_schema``: the manual files it was built from and their digest."""
+
+
+def sources_digest(files: dict[str, Path]) -> str:
+    """A sha256 of each split's name and file contents."""
+    digest = hashlib.sha256()
+    for split, path in sorted(files.items()):
+        digest.update(f"{split}\0".encode())
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def build_schema_dataset(manual_dir: str | Path, data_dir: str | Path, *, overwrite: bool = False) -> tuple[Path, bool]:
+    """Prepare ``omnidistill_schema`` from the files in ``manual_dir`` under ``data_dir``: its folder, and
+    whether it was built (False: it was already prepared from files of the same contents).
+
+    TFDS keeps a prepared version whatever the manual files now hold, so a rebuild from changed
+    files used to leave the old dataset in place without a word. A prepared version built from other
+    files (or without a record of them) is now refused unless ``overwrite``, which rebuilds it."""
+    files = split_files(manual_dir)
+    for path in files.values():  # before TFDS starts: it asserts on a missing folder,
         refuse_duplicate_ids([path], "TFDS keys each split's examples by id")  # and needs TensorFlow to name a repeated key
     tfds = _tfds()
     builder = schema_builder_class()(data_dir=str(data_dir), file_format="array_record")
-    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=str(manual_dir)))
-    return Path(builder.data_dir)
+    folder, digest = Path(builder.data_dir), sources_digest(files)
+    mode = tfds.download.GenerateMode.REUSE_DATASET_IF_EXISTS  # TFDS's default
+    if (folder / "dataset_info.json").is_file():
+        record = folder / SOURCES_FILE
+        if record.is_file() and json.loads(record.read_text(encoding="utf-8")).get("digest") == digest:
+            return folder, False
+        if not overwrite:
+            raise DataError(
+                f"{folder}: already holds {SCHEMA_NAME}, prepared from other files than {manual_dir}'s (or before "
+                "tfds-build recorded them); TFDS would keep it as it is: pass --overwrite to rebuild it"
+            )
+        mode = tfds.download.GenerateMode.FORCE_REDOWNLOAD
+    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=str(manual_dir), download_mode=mode))
+    sources = {"digest": digest, "files": {split: str(path.resolve()) for split, path in files.items()}}
+    (folder / SOURCES_FILE).write_text(json.dumps(sources, indent=2), encoding="utf-8")
+    return folder, True
 
 
 def _text(value: Any) -> str | None:

@@ -70,6 +70,27 @@ def test_schema_builder_reads_a_csv_split(tmp_path, name):
     assert want[1].labels == (2.0, None, None, None)
 
 
+def test_a_rebuild_from_changed_files_is_refused_then_overwrites(tmp_path, capsys):
+    """TFDS keeps a prepared version whatever the manual files hold now: a rebuild after an edit kept
+    the old examples without a word. The same files are a no-op; other files need --overwrite."""
+    from omnidistill.data.tfds_source import TfdsRecords
+
+    manual, data_dir = tmp_path / "manual", tmp_path / "tfds"
+    manual.mkdir()
+    (manual / "train.csv").write_text("id,task,lang,candidate,clarity\na,qa,en,Paris.,4\n")
+    build = ["tfds-build", "--manual-dir", str(manual), "--data-dir", str(data_dir)]
+    assert main(build) == 0 and "prepared omnidistill_schema in" in capsys.readouterr().out
+    assert main(build) == 0 and "already prepared from these files" in capsys.readouterr().out
+    (manual / "train.csv").write_text("id,task,lang,candidate,clarity\na,qa,en,Paris.,4\nb,qa,en,Lyon.,2\n")
+    assert main(build) == 2
+    err = capsys.readouterr().err
+    assert "already holds omnidistill_schema, prepared from other files than" in err and "pass --overwrite to rebuild it" in err
+    read = lambda: sorted(r.id for r in TfdsRecords(TfdsConfig(name="omnidistill_schema", data_dir=str(data_dir)), "train")[:10])
+    assert read() == ["a"]
+    assert main([*build, "--overwrite"]) == 0
+    assert read() == ["a", "b"]
+
+
 @pytest.mark.slow
 def test_train_and_eval_from_tfds(schema_dir, repo_root, tmp_path):
     run = tmp_path / "run"
