@@ -210,12 +210,15 @@ class TfdsRecords(Sequence[Record]):
             builder = tfds.builder(cfg.name, data_dir=cfg.data_dir, file_format="array_record")
             features = builder.info.features.keys()
         except Exception as err:
-            raise DataError(f"{self.where}: cannot open ({type(err).__name__}: {err}); prepare it first") from None
+            raise self._cannot_open(err) from None
         check_feature_map(cfg, features)  # before the split: a wrong split name in data.tfds.splits is named as such
         try:
             self.source = builder.as_data_source(split=tfds_split)
         except Exception as err:
-            raise DataError(f"{self.where}: cannot open ({type(err).__name__}: {err}); prepare it first") from None
+            raise self._cannot_open(err) from None
+
+    def _cannot_open(self, err: Exception) -> DataError:
+        return DataError(f"{self.where}: cannot open ({type(err).__name__}: {err}); prepare it first")
 
     def __len__(self) -> int:
         return len(self.source)

@@ -13,7 +13,7 @@ from omnidistill.config import ModelConfig
 from omnidistill.models.config_fields import check_arch_fields
 from omnidistill.models.hf_io import absent_hf_keys, load_hf_weights, read_hf_config, read_hf_tensor_shapes, read_hf_tensors, resolve_hf_dir
 from omnidistill.models.published import OMNISCORE_MODEL_TYPE
-from omnidistill.models.registry import FAMILIES, Family, get_family
+from omnidistill.models.registry import Family, find_family, get_family
 from omnidistill.models.regressor import Regressor, abstract_regressor, build_regressor
 from omnidistill.models.weights import WeightMismatchError
 
@@ -72,6 +72,16 @@ def _unknown_omniscore_type(record: logging.LogRecord) -> bool:
     return f"model of type `{OMNISCORE_MODEL_TYPE}` to instantiate" not in record.getMessage()
 
 
+@dataclasses.dataclass(frozen=True)
+class StartingPoint:
+    """What ``model.init_from`` names: a Hugging Face folder or a run directory, with its HF config and
+    the folder of its tokenizer (the run's ``tokenizer/``)."""
+
+    name: str
+    hf_config: dict[str, Any]
+    tokenizer_dir: Path
+
+
 def check_same_vocabulary(tokenizer: Any, tokenizer_name: str, source: Path, init_from: str) -> None:
     """Refuse a ``model.tokenizer`` whose ids are not those of the tokenizer in ``init_from``'s folder
     ``source`` (nothing to compare where it holds none): every token of that vocabulary must keep its
@@ -99,7 +109,7 @@ def check_family(family: Family, model_type: str, init_from: str) -> None:
             f"model.init_from={init_from} is a scorer folder in the omniscore package's format: make a run of it with "
             f"`omnidistill import {init_from} RUN_DIR`, then set model.init_from=RUN_DIR (its encoder and heads carry over)"
         )
-    owner = next((f for f in FAMILIES.values() if model_type in f.hf_model_types), None)
+    owner = find_family(model_type)
     if owner is not None and model_type not in family.hf_model_types:
         raise ValueError(
             f"model.init_from={init_from} is a {owner.name} model (model_type={model_type!r}), and model.family={family.name}: "
@@ -127,32 +137,37 @@ def load_model(
     compute_dtype: str = "float32",
     seed: int = 0,
     shapes_only: bool = False,
-    base_config: dict[str, Any] | None = None,
+    start: StartingPoint | None = None,
 ) -> LoadedModel:
     """Regressor (pretrained encoder if ``init_from``), its HF-style config dict, and its tokenizer.
 
-    ``model.arch`` overrides ``init_from``'s ``config.json``, else ``base_config`` (the HF config a run
-    saved, when a run directory is the starting point), else nothing; a field of it that the family's
-    port does not read is refused by name (:func:`~omnidistill.models.config_fields.check_arch_fields`).
+    ``model.arch`` overrides ``init_from``'s ``config.json``, else the config of ``start`` (a run
+    directory as the starting point, whose parameters the caller copies), else nothing; a field of it
+    that the family's port does not read is refused by name
+    (:func:`~omnidistill.models.config_fields.check_arch_fields`). Either starting point must be of
+    the configured family, and a ``model.tokenizer`` beside it must keep its tokenizer's ids
+    (:func:`check_family`, :func:`check_same_vocabulary`), before anything is built.
 
     ``shapes_only``: the model is built from shapes and holds no values (a resumed run's checkpoint
     fills it). ``init_from``'s tensors are then not read: their names and shapes (the safetensors
     headers) are checked as a full load checks them, and decide ``pretrained_pooler`` (the LR groups)."""
-    tok_name = model_cfg.tokenizer or model_cfg.init_from
-    if tok_name is None:
-        raise ValueError("model.tokenizer (or model.init_from) must name a tokenizer")
-    tokenizer = load_tokenizer(tok_name)
     folder = None
     family = get_family(model_cfg.family)
     if model_cfg.init_from:
         folder = resolve_hf_dir(model_cfg.init_from)
+        start = StartingPoint(model_cfg.init_from, read_hf_config(folder), folder)
+    tok_name = model_cfg.tokenizer or (start and str(start.tokenizer_dir))
+    if not tok_name:
+        raise ValueError("model.tokenizer (or model.init_from) must name a tokenizer")
+    tokenizer = load_tokenizer(tok_name)
+    if start is not None:
         if model_cfg.tokenizer:
-            check_same_vocabulary(tokenizer, model_cfg.tokenizer, folder, model_cfg.init_from)
-        checkpoint_config = read_hf_config(folder)
-        check_family(family, str(checkpoint_config.get("model_type")), model_cfg.init_from)
-        hf_config = {**checkpoint_config, **model_cfg.arch}
+            check_same_vocabulary(tokenizer, model_cfg.tokenizer, start.tokenizer_dir, start.name)
+        check_family(family, str(start.hf_config.get("model_type")), start.name)
+    if folder is not None:
+        hf_config = {**start.hf_config, **model_cfg.arch}
     else:
-        hf_config = {**(base_config or {}), **model_cfg.arch}
+        hf_config = {**(start.hf_config if start else {}), **model_cfg.arch}
         hf_config.setdefault("vocab_size", len(tokenizer))
         for name in ("pad", "cls", "sep", "bos", "eos"):  # special-token ids follow the tokenizer
             token_id = getattr(tokenizer, f"{name}_token_id", None)
@@ -175,7 +190,7 @@ def load_model(
                 absent = load_hf_weights(model, read_hf_tensors(folder), required_groups=("encoder",))
                 log.info("initialised encoder from %s (%d optional tensors left random)", model_cfg.init_from, len(absent))
         except WeightMismatchError as err:
-            raise arch_conflict(err, model_cfg, checkpoint_config) from None
+            raise arch_conflict(err, model_cfg, start.hf_config) from None
         pooler_keys = {e.hf_key for e in family.weight_table(model.arch) if e.group == "pooler"}
         pretrained_pooler = model.pooler is not None and bool(pooler_keys) and not pooler_keys & set(absent)
     return LoadedModel(model=model, hf_config=hf_config, tokenizer=tokenizer, pretrained_pooler=pretrained_pooler)

@@ -27,7 +27,7 @@ from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
 from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.predict import checked_compiler_options, jitted_predict_fn
 from omnidistill.models.hf_io import set_params, unrolled_shapes
-from omnidistill.models.loader import LoadedModel, check_family, check_same_vocabulary, load_model
+from omnidistill.models.loader import LoadedModel, StartingPoint, load_model
 from omnidistill.models.registry import get_family
 from omnidistill.models.scan import unstack_layers
 from omnidistill.parallel.mesh import (
@@ -240,14 +240,10 @@ def load_initial_model(cfg: Config, *, shapes_only: bool = False) -> LoadedModel
         return load_model(cfg.model, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed, shapes_only=shapes_only)
     source = Path(str(cfg.model.init_from))
     run_cfg, hf_config, tok_dir = load_run_metadata(source)
-    check_family(get_family(cfg.model.family), str(hf_config.get("model_type")), str(source))
+    model_cfg = dataclasses.replace(cfg.model, init_from=None)  # the run's tokenizer unless model.tokenizer names one
+    start = StartingPoint(str(source), hf_config, tok_dir)
+    loaded = load_model(model_cfg, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed, shapes_only=shapes_only, start=start)
     source_model = trained_model_shapes(run_cfg, hf_config, tok_dir)
-    model_cfg = dataclasses.replace(cfg.model, init_from=None, tokenizer=cfg.model.tokenizer or str(tok_dir))
-    loaded = load_model(
-        model_cfg, compute_dtype=cfg.train.compute_dtype, seed=cfg.train.seed, shapes_only=shapes_only, base_config=hf_config
-    )
-    if cfg.model.tokenizer:
-        check_same_vocabulary(loaded.tokenizer, cfg.model.tokenizer, tok_dir, str(source))
     shapes = unrolled_shapes(loaded.model)  # both sides unrolled: the source may use the other model.scan_layers
     matched = {p for p, shape in unrolled_shapes(source_model).items() if shapes.get(p) == shape}
     if not any(p[0] == "encoder" for p in matched):

@@ -9,7 +9,7 @@ import pytest
 from omnidistill.cli import main
 from omnidistill.config import ConfigError, ModelConfig
 from omnidistill.models.config_fields import fields_read
-from omnidistill.models.loader import load_model
+from omnidistill.models.loader import StartingPoint, load_model
 from omnidistill.models.registry import get_family
 from tests.models.hf_fixtures import TINY_BERT, save_tiny
 from tests.models.test_remat import ARCH, EXTRA, MODEL_TYPES
@@ -66,9 +66,10 @@ def test_unread_fields_of_init_from_or_a_saved_run_are_not_the_users(tmp_path, t
     with pytest.raises(ConfigError, match=r"model\.arch\.initializer_range: the bert port"):
         load_model(ModelConfig(family="bert", init_from=str(folder), tokenizer=str(tiny_tokenizer_dir), arch={"initializer_range": 0.05}))
     saved = {**arch_of("bert"), "model_type": "bert", "cls_token_id": 2, "sep_token_id": 3}  # a run's hf_config
-    assert load_model(model_config("bert", tiny_tokenizer_dir), shapes_only=True, base_config=saved).model.arch.hidden_size == 16
+    run = StartingPoint("run", saved, tiny_tokenizer_dir)
+    assert load_model(model_config("bert", tiny_tokenizer_dir), shapes_only=True, start=run).model.arch.hidden_size == 16
     with pytest.raises(ConfigError, match=r"model\.arch\.hidden_szie: .*did you mean hidden_size\?"):
-        load_model(model_config("bert", tiny_tokenizer_dir, arch={"hidden_szie": 8}), shapes_only=True, base_config=saved)
+        load_model(model_config("bert", tiny_tokenizer_dir, arch={"hidden_szie": 8}), shapes_only=True, start=run)
 
 
 def test_train_refuses_a_mistyped_arch_field_before_reading_data(tmp_path, repo_root, capsys):
