@@ -161,6 +161,14 @@ def test_bad_override_is_a_clear_cli_error(repo_root, capsys):
     assert "optim.lrr: unknown key" in capsys.readouterr().err
 
 
+def test_output_dir_that_is_a_file_is_refused_first(repo_root, tmp_path, capsys):
+    """It failed with ``[Errno 20] Not a directory: '.../checkpoints'`` after tokenizing the data."""
+    (tmp_path / "notes").write_text("mine")
+    assert main(["train", str(repo_root / "configs" / "tiny.yaml"), f"train.output_dir={tmp_path / 'notes'}"]) == 2
+    assert "is a file: name a folder for the run" in capsys.readouterr().err
+    assert (tmp_path / "notes").read_text() == "mine"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

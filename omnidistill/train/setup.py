@@ -334,6 +334,8 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     """Build the run described by ``cfg``; with ``resume``, restore its latest checkpoint (state and
     data iterator). A run directory that already has checkpoints is refused without ``resume``."""
     run_dir = Path(cfg.train.output_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise TrainError(f"train.output_dir={cfg.train.output_dir} is a file: name a folder for the run (it is made if missing)")
     mesh = build_mesh(cfg.mesh)
     check_batching(cfg, mesh.shape["data"] * mesh.shape["fsdp"], jax.process_count())
     for line in idle_settings(cfg):
