@@ -39,6 +39,8 @@ class Completion:
     attempts: int
     logprobs: list[dict[str, Any]] | None = None
     """``choices[0].logprobs.content`` when log-probabilities were asked for and returned."""
+    finish_reason: str | None = None
+    """``choices[0].finish_reason``: ``length`` when the answer was cut at ``max_tokens``."""
 
 
 class ChatClient:
@@ -91,12 +93,12 @@ class ChatClient:
             unreachable = False  # of this attempt: no connection, as opposed to an answer that failed
             try:
                 body = self._request(payload)
-                choice = body["choices"][0]["message"]["content"]
+                first = body["choices"][0]
+                choice = first["message"]["content"]
                 usage = body.get("usage") or {}
-                logprobs = (body["choices"][0].get("logprobs") or {}).get("content") if top_logprobs is not None else None
-                return Completion(
-                    str(choice or ""), int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)), attempt + 1, logprobs
-                )
+                logprobs = (first.get("logprobs") or {}).get("content") if top_logprobs is not None else None
+                tokens = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+                return Completion(str(choice or ""), *tokens, attempt + 1, logprobs, first.get("finish_reason"))
             except urllib.error.HTTPError as err:
                 last_error = f"HTTP {err.code}"
                 if err.code in REFUSING:

@@ -22,6 +22,8 @@ class LabelConfig:
     """Judgments per model per item (use temperature > 0 for more than one)."""
     temperature: float = 0.0
     max_tokens: int = 800
+    """The answer's token limit. An answer cut there (``finish_reason: length``) that does not parse fails
+    its item without being asked again. A reasoning model's ``<think>`` block counts: give it more."""
     aggregation: Literal["mean", "median", "majority"] = "mean"
     """How the judgments of one item become its label (majority: the value most judgments share if they are
     a strict majority, else the scale's neutral midpoint 3, the rule of paper 002)."""

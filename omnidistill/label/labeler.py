@@ -55,6 +55,7 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     invalid_answers: int = 0
+    cut_answers: int = 0
     logprobs_fallbacks: int = 0
 
     def __post_init__(self) -> None:
@@ -107,6 +108,8 @@ class Labeler:
             raise
         self.usage.add(requests=answer.attempts, prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens)
         value = {"text": answer.text, "prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens}
+        if answer.finish_reason is not None:
+            value["finish_reason"] = answer.finish_reason
         if top is not None:
             value["logprobs"] = answer.logprobs
         self.cache.put(key, value)
@@ -126,6 +129,12 @@ class Labeler:
             except JudgeOutputError as err:
                 self.usage.add(invalid_answers=1)
                 error = err
+                if answer.get("finish_reason") == "length":  # asked again, it would be cut at the same length
+                    self.usage.add(cut_answers=1)
+                    raise JudgeOutputError(
+                        f"{model}: the answer was cut at max_tokens={self.cfg.max_tokens} (finish_reason: length) and is "
+                        f"incomplete ({err}); raise max_tokens in the label config"
+                    ) from None
         raise JudgeOutputError(f"{model}: {error}")
 
     def _distributions(self, answer: dict[str, Any], scores: dict[str, float], model: str) -> dict[str, list[float]]:
@@ -255,6 +264,7 @@ class Labeler:
             "requests": u.requests,
             "cached_answers": u.cached,
             "invalid_answers": u.invalid_answers,
+            "cut_answers": u.cut_answers,
             "logprobs_fallbacks": u.logprobs_fallbacks,
             "prompt_tokens": u.prompt_tokens,
             "completion_tokens": u.completion_tokens,
@@ -311,6 +321,7 @@ class Labeler:
             "requests": self.usage.requests,
             "cached_answers": self.usage.cached,
             "invalid_answers": self.usage.invalid_answers,
+            "cut_answers": self.usage.cut_answers,
         }
         atomic_write_text(output.with_name(output.name + ".stats.json"), json.dumps(stats, indent=2))
         return stats

@@ -13,13 +13,32 @@ class JudgeOutputError(ValueError):
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+_THINK_OPEN, _THINK_CLOSE = re.compile(r"<think>", re.I), re.compile(r"</think>", re.I)
+
+
+def answer_start(text: str) -> int:
+    """Where the verdict begins in ``text``: after the last ``</think>``, else at 0.
+
+    Reasoning models (DeepSeek-R1, Qwen3, QwQ) think aloud in a ``<think>`` block before they answer,
+    and a server that does not split that block off into ``reasoning_content`` returns it at the head
+    of ``content``. Drafts of the answer in it (a JSON object, "I choose A") are not the answer. A
+    block opened and never closed holds no verdict: a :class:`JudgeOutputError`.
+    """
+    closes = list(_THINK_CLOSE.finditer(text))
+    if closes:
+        return closes[-1].end()
+    if _THINK_OPEN.search(text):
+        raise JudgeOutputError("the answer is reasoning only: its <think> block is never closed")
+    return 0
 
 
 def json_object_span(text: str) -> tuple[int, int]:
     """Where the answer's JSON object lies in ``text``: ``(start, end)`` of its outer braces (end
-    exclusive), inside a ```json fence when there is one."""
-    fenced = _FENCE.search(text)
-    low, high = (fenced.start(1), fenced.end(1)) if fenced else (0, len(text))
+    exclusive), after any reasoning block (:func:`answer_start`) and inside a ```json fence when there
+    is one."""
+    begin = answer_start(text)
+    fenced = _FENCE.search(text, begin)
+    low, high = (fenced.start(1), fenced.end(1)) if fenced else (begin, len(text))
     start, end = text.find("{", low, high), text.rfind("}", low, high)
     if start < 0 or end <= start:
         raise JudgeOutputError("no JSON object in the answer")
@@ -122,7 +141,7 @@ _CHOICE = re.compile(r"I choose (?:Response )?([AB]) as the better response", re
 
 def parse_pairwise_choice(text: str) -> str:
     """'A' or 'B' from the closing sentence of a pairwise verdict (CE-Judge §3.3); exactly one verdict."""
-    found = {m.upper() for m in _CHOICE.findall(text)}
+    found = {m.upper() for m in _CHOICE.findall(text, answer_start(text))}
     if len(found) != 1:
         raise JudgeOutputError("the verdict must end with 'Therefore, I choose A (or B) as the better response.'")
     return found.pop()

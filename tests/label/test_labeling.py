@@ -18,7 +18,7 @@ from omnidistill.label.aggregate import aggregate, majority_with_fallback
 from omnidistill.label.client import EndpointError
 from omnidistill.label.config import LabelConfig, load_label_config
 from omnidistill.label.labeler import Labeler
-from omnidistill.label.parse import JudgeOutputError, parse_judgment
+from omnidistill.label.parse import JudgeOutputError, parse_judgment, parse_pairwise_choice
 from omnidistill.label.prompts import judge_messages
 
 DIMS = ("informativeness", "clarity", "plausibility", "faithfulness")
@@ -52,7 +52,7 @@ class FakeJudge(BaseHTTPRequestHandler):
     def do_POST(self):
         payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         prompt = payload["messages"][-1]["content"]
-        marker = next((m for m in ("#429", "#500", "#400", "#slow", "#badonce", "#bad", "#seed") if m in prompt), "#ok")
+        marker = next((m for m in ("#429", "#500", "#400", "#slow", "#badonce", "#bad", "#seed", "#think", "#cut") if m in prompt), "#ok")
         with self.lock:
             FakeJudge.counts["total"] += 1
             FakeJudge.counts[marker] += 1
@@ -93,11 +93,22 @@ class FakeJudge(BaseHTTPRequestHandler):
         elif marker == "#seed":
             score = {0: 2, 1: 4, 2: 4}[payload.get("seed", 0)]
             text = json.dumps({"reasoning": "ok", **{d: score for d in DIMS}})
+        elif marker == "#think":  # a reasoning model's thinking block, with a draft answer in it, ahead of the answer
+            draft = "```json\n" + json.dumps({"reasoning": "draft", **dict.fromkeys(DIMS, 1)}) + "\n```"
+            text = f"<think>\nThe user wants scores. A first try: {draft} No, too harsh.\n</think>\n\n" + json.dumps(
+                {"reasoning": "ok", **dict.fromkeys(DIMS, 5)}
+            )
+        elif marker == "#cut":  # the answer reached max_tokens
+            text = json.dumps({"reasoning": "A long explanation " * 20, **dict.fromkeys(DIMS, 4)})[:60]
         else:
             text = "Reasoning first.\n```json\n" + json.dumps({"reasoning": "ok", **{d: 3 + i % 2 for i, d in enumerate(DIMS)}}) + "\n```"
+        finish = "length" if marker == "#cut" else "stop"
         self._send(
             200,
-            {"choices": [{"message": {"role": "assistant", "content": text}}], "usage": {"prompt_tokens": 100, "completion_tokens": 20}},
+            {
+                "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 20},
+            },
         )
 
 
@@ -155,6 +166,29 @@ def test_labels_with_retries_and_never_invents_scores(server, tmp_path):
     assert stats["prompt_tokens"] > 0 and stats["cost_usd"] > 0
     saved = json.loads((tmp_path / "out.jsonl.stats.json").read_text())
     assert saved == stats
+
+
+def test_reasoning_blocks_are_skipped_and_cut_answers_fail_at_once(server, tmp_path):
+    """A ``<think>`` block's draft JSON was taken for the answer (or made it invalid JSON), and an answer
+    cut at max_tokens was asked for again invalid_retries times, to fail as 'invalid JSON'."""
+    inputs = write_inputs(tmp_path / "in.jsonl", ["#think", "#cut"])
+    stats = Labeler(cfg_for(server, tmp_path, max_tokens=50)).label_file([str(inputs)], tmp_path / "out.jsonl")
+    labelled = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in labelled] == ["#think"] and labelled[0]["labels"] == dict.fromkeys(DIMS, 5.0)
+    (failed,) = [json.loads(line) for line in (tmp_path / "out.jsonl.failed.jsonl").read_text().splitlines()]
+    assert "cut at max_tokens=50 (finish_reason: length)" in failed["label_errors"][0]
+    assert "raise max_tokens" in failed["label_errors"][0]
+    assert FakeJudge.counts["#cut"] == 1 and stats["cut_answers"] == 1
+
+
+def test_reasoning_blocks_in_every_parser():
+    think = '<think>I choose A as the better response? {"clarity": 1}</think>'
+    assert parse_pairwise_choice(think + "Therefore, I choose B as the better response.") == "B"
+    scores = dict.fromkeys(DIMS, 2)
+    assert parse_judgment(think + json.dumps(scores)) == scores
+    with pytest.raises(JudgeOutputError, match="never closed"):
+        parse_judgment('<think>Let me weigh {"clarity": 3} against')
+    assert parse_judgment("Scores: " + json.dumps(scores)) == scores  # no block: the whole answer, as before
 
 
 def test_rerun_is_served_from_the_cache(server, tmp_path):
@@ -317,7 +351,7 @@ def test_label_config_validation(repo_root, tmp_path):
 from omnidistill.data.sources import read_records  # noqa: E402
 from omnidistill.label.error_report import parse_error_report, penalty_to_likert  # noqa: E402
 from omnidistill.label.omniscore_prompts import PROMPTS, omniscore_messages, prompt_key  # noqa: E402
-from omnidistill.label.parse import parse_nested_judgment, parse_pairwise_choice  # noqa: E402
+from omnidistill.label.parse import parse_nested_judgment  # noqa: E402
 
 
 def omni_record(task, **kw):

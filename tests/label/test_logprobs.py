@@ -213,6 +213,9 @@ def test_score_tokens_are_found_by_key_path():
         judgment_distributions(text, content, nested=True)
     with pytest.raises(LogprobsError, match="do not spell"):
         judgment_distributions(text, [{"token": "x", "logprob": 0.0}], nested=True)
+    thinking = '<think>Draft: ```json\n{"clarity": {"score": 2}}\n```</think>\n'  # a reasoning model's block ahead of the answer
+    offsets = number_offsets(thinking + text)
+    assert offsets[("clarity", "score")] == len(thinking) + text.index("5,")
 
 
 def test_label_dist_is_validated_on_read_with_file_line_and_field(tmp_path):
