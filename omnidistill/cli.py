@@ -146,6 +146,9 @@ def _label(args: argparse.Namespace) -> int:
         f"{stats['requests']} requests, {stats['cached_answers']} cached answers, {stats['invalid_answers']} invalid answers, "
         f"{stats['prompt_tokens']} + {stats['completion_tokens']} tokens, ${stats['cost_usd']:.4f}"
     )
+    if stats["cut_answers"]:
+        cut = stats["cut_answers"]
+        print(f"{cut} answers were cut at max_tokens={cfg.max_tokens}: raise max_tokens and run again (the rest is cached)")
     return 0
 
 

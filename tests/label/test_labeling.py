@@ -271,6 +271,9 @@ def test_label_cli(server, tmp_path, repo_root, capsys):
     assert main(args) == 0
     assert "labelled 2 of 2 items" in capsys.readouterr().out
     assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 2
+    write_inputs(inputs, ["#ok", "#cut"])
+    assert main([*args, "max_tokens=40"]) == 0
+    assert "1 answers were cut at max_tokens=40: raise max_tokens" in capsys.readouterr().out
 
 
 def test_the_output_is_checked_before_any_request(server, tmp_path):
