@@ -29,6 +29,36 @@ class EndpointError(RuntimeError):
 
 REFUSING = (401, 403, 404)
 """HTTP statuses that every request to this endpoint would get (key, permission, path or model)."""
+REFUSED_SETTINGS = ("unsupported_parameter", "unsupported_value")
+"""OpenAI's ``error.code`` of an HTTP 400 for a request field the model does not take (``max_tokens`` on
+its reasoning models) or a value it does not (``temperature`` other than 1 there): every request gets it."""
+
+
+SETTING_ADVICE = {
+    "max_tokens": "set max_tokens_field: max_completion_tokens in the label config",
+    "temperature": "set temperature: 1 in the label config (such models take only their default)",
+    "logprobs": "this model gives no log-probabilities: set logprobs: false in the label config",
+    "top_logprobs": "this model gives no log-probabilities: set logprobs: false in the label config",
+}
+"""What to change in the label config when the model refuses a request field, by field."""
+
+
+class RefusedSetting(EndpointError):
+    """The model refuses a request field or its value: every request would get the same HTTP 400."""
+
+
+def refused_setting(body: bytes) -> str | None:
+    """The server's message and what to change, when an HTTP 400's body says the model refuses a request
+    field or its value (:data:`REFUSED_SETTINGS`); else None (the request was refused for itself)."""
+    try:
+        error = json.loads(body.decode("utf-8")).get("error")
+    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return None
+    if not isinstance(error, dict) or error.get("code") not in REFUSED_SETTINGS:
+        return None
+    param = error.get("param")
+    advice = SETTING_ADVICE.get(param, f"change the label config's setting of the request field {param!r}")
+    return f"{error.get('message', error['code'])}: {advice}"
 
 
 @dataclass
@@ -53,8 +83,10 @@ class ChatClient:
         max_retries: int = 4,
         backoff_s: float = 1.0,
         max_backoff_s: float = 30.0,
+        max_tokens_field: str = "max_tokens",
     ):
         self.url = base_url.rstrip("/") + "/chat/completions"
+        self.max_tokens_field = max_tokens_field
         self.api_key = api_key
         self.timeout_s = timeout_s
         self.max_retries = max_retries
@@ -81,7 +113,7 @@ class ChatClient:
     ) -> Completion:
         """One answer; ``top_logprobs``: also ask for each token's log-probability and its ``top_logprobs``
         alternatives (the OpenAI ``logprobs``/``top_logprobs`` request fields)."""
-        payload: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
+        payload: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature, self.max_tokens_field: max_tokens}
         if seed is not None:
             payload["seed"] = seed
         if top_logprobs is not None:
@@ -104,7 +136,11 @@ class ChatClient:
                 if err.code in REFUSING:
                     raise EndpointError(f"{self.url}: HTTP {err.code}: {err.read()[:200]!r}") from None
                 if err.code != 429 and err.code < 500:
-                    raise ClientError(f"{self.url}: HTTP {err.code}: {err.read()[:200]!r}") from None
+                    body = err.read()
+                    refused = refused_setting(body) if err.code == 400 else None
+                    if refused:
+                        raise RefusedSetting(f"{self.url} ({model}): HTTP 400: the model refuses a setting: {refused}") from None
+                    raise ClientError(f"{self.url}: HTTP {err.code}: {body[:200]!r}") from None
                 retry_after = err.headers.get("Retry-After") if err.headers else None
                 if retry_after is not None:
                     try:

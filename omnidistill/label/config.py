@@ -24,6 +24,10 @@ class LabelConfig:
     max_tokens: int = 800
     """The answer's token limit. An answer cut there (``finish_reason: length``) that does not parse fails
     its item without being asked again. A reasoning model's ``<think>`` block counts: give it more."""
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    """The request field that carries ``max_tokens``. OpenAI's reasoning and GPT-5 models refuse
+    ``max_tokens`` (HTTP 400, ``unsupported_parameter``) and take ``max_completion_tokens``; servers such
+    as vLLM take either."""
     aggregation: Literal["mean", "median", "majority"] = "mean"
     """How the judgments of one item become its label (majority: the value most judgments share if they are
     a strict majority, else the scale's neutral midpoint 3, the rule of paper 002)."""

@@ -35,7 +35,7 @@ from omnidistill.dimensions import DIMENSIONS
 from omnidistill.label import checklist as ce
 from omnidistill.label.aggregate import aggregate
 from omnidistill.label.cache import DiskCache, request_key
-from omnidistill.label.client import ChatClient, ClientError, EndpointError
+from omnidistill.label.client import ChatClient, ClientError, EndpointError, RefusedSetting
 from omnidistill.label.config import LabelConfig, check_label_config
 from omnidistill.label.error_report import error_report_messages, parse_error_report
 from omnidistill.label.logprobs import LogprobsError, judgment_distributions
@@ -71,7 +71,12 @@ class Labeler:
     def __init__(self, cfg: LabelConfig, client: ChatClient | None = None):
         self.cfg = cfg
         self.client = client or ChatClient(
-            cfg.base_url, os.environ.get(cfg.api_key_env), timeout_s=cfg.timeout_s, max_retries=cfg.max_retries, backoff_s=cfg.backoff_s
+            cfg.base_url,
+            os.environ.get(cfg.api_key_env),
+            timeout_s=cfg.timeout_s,
+            max_retries=cfg.max_retries,
+            backoff_s=cfg.backoff_s,
+            max_tokens_field=cfg.max_tokens_field,
         )
         check_label_config(cfg)
         self.cache = DiskCache(cfg.cache_dir)
@@ -98,7 +103,7 @@ class Labeler:
             self.usage.add(cached=1)
             return hit
         if self.stopped is not None:  # another item met an error that every request would meet
-            raise EndpointError(str(self.stopped))
+            raise type(self.stopped)(str(self.stopped))
         try:
             answer = self.client.complete(
                 messages, model=model, temperature=self.cfg.temperature, max_tokens=self.cfg.max_tokens, seed=sample, top_logprobs=top
@@ -219,9 +224,10 @@ class Labeler:
         try:
             return list(tqdm(pool.map(fn, items), total=len(items), desc=desc, unit=unit, dynamic_ncols=True))
         except EndpointError as err:
+            key_set = "" if os.environ.get(self.cfg.api_key_env) else ", which is not set"
+            check = "" if isinstance(err, RefusedSetting) else f" (check base_url, models and the key in ${self.cfg.api_key_env}{key_set})"
             raise EndpointError(
-                f"{err}; stopped: every request would fail the same way (check base_url, models and the key in "
-                f"${self.cfg.api_key_env}{'' if os.environ.get(self.cfg.api_key_env) else ', which is not set'}). "
+                f"{err}; stopped: every request would fail the same way{check}. "
                 f"The answers received so far are cached in {self.cfg.cache_dir}: a rerun does not ask for them again"
             ) from None
         finally:

@@ -60,6 +60,10 @@ class FakeJudge(BaseHTTPRequestHandler):
             FakeJudge.prompts.append(prompt)
         if self.headers.get("Authorization") != "Bearer test-key":
             return self._send(401, {"error": "bad key"})
+        if payload["model"] == "reasoning-judge" and "max_tokens" in payload:  # as OpenAI's reasoning and GPT-5 models answer
+            message = "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
+            error = {"message": message, "type": "invalid_request_error", "param": "max_tokens", "code": "unsupported_parameter"}
+            return self._send(400, {"error": error})
         if marker == "#429" and n == 1:
             return self._send(429, {"error": "slow down"}, {"Retry-After": "0"})
         if marker == "#500" and n == 1:
@@ -235,6 +239,19 @@ def test_a_refused_key_stops_the_run_at_once(server, tmp_path, monkeypatch):
         assert ("which is not set" in str(err.value)) is (key is None)
         assert FakeJudge.counts["total"] <= 4  # cfg_for's concurrency
         assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_refused_request_field_stops_the_run_and_names_the_setting(server, tmp_path):
+    """Each item got the same HTTP 400 for itself, and every item was written as failed, status 0."""
+    inputs = write_inputs(tmp_path / "in.jsonl", [f"#ok{i}" for i in range(40)])
+    with pytest.raises(EndpointError) as err:
+        Labeler(cfg_for(server, tmp_path, models=["reasoning-judge"])).label_file([str(inputs)], tmp_path / "out.jsonl")
+    message = str(err.value)
+    assert "'max_tokens' is not supported" in message and "set max_tokens_field: max_completion_tokens" in message
+    assert "check base_url" not in message  # neither the endpoint nor the key is at fault
+    assert FakeJudge.counts["total"] <= 4 and not (tmp_path / "out.jsonl").exists()
+    cfg = cfg_for(server, tmp_path, models=["reasoning-judge"], max_tokens_field="max_completion_tokens")
+    assert Labeler(cfg).label_file([str(inputs)], tmp_path / "out.jsonl")["labelled"] == 40
 
 
 def test_an_unreachable_endpoint_stops_the_run(tmp_path):
