@@ -40,7 +40,14 @@ from omnidistill.label.config import LabelConfig, check_label_config
 from omnidistill.label.error_report import error_report_messages, parse_error_report
 from omnidistill.label.logprobs import LogprobsError, judgment_distributions
 from omnidistill.label.omniscore_prompts import PROMPTS, omniscore_messages, prompt_key
-from omnidistill.label.parse import JudgeOutputError, parse_judgment, parse_list, parse_nested_judgment, parse_pairwise_choice
+from omnidistill.label.parse import (
+    JudgeOutputError,
+    answer_start,
+    parse_judgment,
+    parse_list,
+    parse_nested_judgment,
+    parse_pairwise_choice,
+)
 from omnidistill.label.prompts import judge_messages
 from omnidistill.runs.run_dir import atomic_write_text
 from omnidistill.storage import expand_patterns, output_file
@@ -289,7 +296,7 @@ class Labeler:
         for model in self.cfg.models:
             try:
                 messages = ce.pairwise_messages(a, b, self.checklist(a, model), self.checklist(b, model))
-                answer = self._valid(messages, model, 0, lambda text: {"choice": parse_pairwise_choice(text), "feedback": text.strip()})
+                answer = self._valid(messages, model, 0, pairwise_verdict)
             except (JudgeOutputError, ClientError) as err:
                 errors.append(f"{model}: {err}")
                 continue
@@ -331,6 +338,11 @@ class Labeler:
         }
         atomic_write_text(output.with_name(output.name + ".stats.json"), json.dumps(stats, indent=2))
         return stats
+
+
+def pairwise_verdict(text: str) -> dict[str, str]:
+    """A pairwise answer's choice and feedback: the answer after any reasoning block (``parse.answer_start``)."""
+    return {"choice": parse_pairwise_choice(text), "feedback": text[answer_start(text) :].strip()}
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:

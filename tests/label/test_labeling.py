@@ -17,7 +17,7 @@ from omnidistill.data.schema import Record
 from omnidistill.label.aggregate import aggregate, majority_with_fallback
 from omnidistill.label.client import EndpointError
 from omnidistill.label.config import LabelConfig, load_label_config
-from omnidistill.label.labeler import Labeler
+from omnidistill.label.labeler import Labeler, pairwise_verdict
 from omnidistill.label.parse import JudgeOutputError, parse_judgment, parse_pairwise_choice
 from omnidistill.label.prompts import judge_messages
 
@@ -187,7 +187,9 @@ def test_reasoning_blocks_are_skipped_and_cut_answers_fail_at_once(server, tmp_p
 
 def test_reasoning_blocks_in_every_parser():
     think = '<think>I choose A as the better response? {"clarity": 1}</think>'
-    assert parse_pairwise_choice(think + "Therefore, I choose B as the better response.") == "B"
+    verdict = "B is right.\nTherefore, I choose B as the better response."
+    assert parse_pairwise_choice(think + verdict) == "B"
+    assert pairwise_verdict(think + verdict) == {"choice": "B", "feedback": verdict}  # the reasoning is not feedback
     scores = dict.fromkeys(DIMS, 2)
     assert parse_judgment(think + json.dumps(scores)) == scores
     with pytest.raises(JudgeOutputError, match="never closed"):
