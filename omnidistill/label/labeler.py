@@ -86,6 +86,11 @@ class Labeler:
             max_tokens_field=cfg.max_tokens_field,
         )
         check_label_config(cfg)
+        if cfg.samples > 1 and cfg.temperature == 0:
+            log.warning(
+                "samples=%d at temperature=0: each item's samples are the same request but for the seed, so nearly the same "
+                "answer at %d times the cost; set temperature > 0 to sample the judge", cfg.samples, cfg.samples,
+            )  # fmt: skip
         self.cache = DiskCache(cfg.cache_dir)
         self.usage = Usage()
         self.stopped: EndpointError | None = None

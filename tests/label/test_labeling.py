@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import time
@@ -195,6 +196,14 @@ def test_reasoning_blocks_in_every_parser():
     with pytest.raises(JudgeOutputError, match="never closed"):
         parse_judgment('<think>Let me weigh {"clarity": 3} against')
     assert parse_judgment("Scores: " + json.dumps(scores)) == scores  # no block: the whole answer, as before
+
+
+def test_samples_without_temperature_are_warned_about(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="omnidistill.label.labeler"):
+        Labeler(cfg_for("http://127.0.0.1:9/v1", tmp_path, samples=3, temperature=0.7))
+        assert not caplog.records
+        Labeler(cfg_for("http://127.0.0.1:9/v1", tmp_path, samples=3))
+    assert "samples=3 at temperature=0" in caplog.text and "3 times the cost" in caplog.text
 
 
 def test_rerun_is_served_from_the_cache(server, tmp_path):
