@@ -360,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_eval)
 
     p = sub.add_parser("score", help="score a JSONL/CSV/Parquet file with a trained or exported model")
-    p.add_argument("--model", required=True, help="run directory (orbax checkpoint) or exported Hugging Face folder")
+    p.add_argument("--model", required=True, help="run directory (orbax checkpoint), exported Hugging Face folder, or Hub id")
     p.add_argument(
         "--input",
         required=True,

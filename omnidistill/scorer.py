@@ -169,13 +169,18 @@ class Scorer:
         compute_dtype: str | None = None,
     ) -> Scorer:
         """From a run directory (``config.yaml`` + orbax checkpoints), or an exported ``hf`` or
-        ``omniscore`` folder (``config.json``). ``pack_length``: packed rows of that many tokens (0: padded
+        ``omniscore`` folder (``config.json``), local or a Hugging Face Hub id (``org/name``, downloaded
+        once into the Hub cache, as ``omniscore.OmniScorer`` takes one). ``pack_length``: packed rows of that many tokens (0: padded
         rows; default: the run's ``eval.pack_length``, 0 for an exported folder). ``batch_tokens``:
         real tokens per batch shard for an encoder that runs unpadded (0: ``batch_size`` items; default:
         the run's ``eval.batch_tokens``; unset: 1024 on one CPU batch shard, else 0). ``compiler_options``:
         XLA options for the scoring program, over the run's ``eval.compiler_options``. ``compute_dtype``:
         ``float32`` or ``bfloat16`` (default: the run's ``eval.compute_dtype``; ``float32`` for an exported
         folder)."""
+        if not Path(path).exists():  # a Hub id, or a clear error naming both readings
+            from omnidistill.models.hf_io import resolve_hf_dir
+
+            path = resolve_hf_dir(str(path))
         path = Path(path)
         if is_run_directory(path):
             from omnidistill.runs.load import load_trained, scoring_dtype

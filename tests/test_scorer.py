@@ -68,6 +68,23 @@ def test_run_dir_and_exported_folder_score_the_same(run_and_export, caplog):
             assert all(1 <= v <= 5 for v in x.values())
 
 
+def test_a_hub_id_loads_as_omniscore_scorer_takes_one(run_and_export, tmp_path, monkeypatch, capsys):
+    """``omniscore.OmniScorer("org/name")`` downloads the model; ``Scorer.load`` and ``score --model``
+    refused the same id as 'neither a run directory nor a folder'. The Hub is played by a local copy."""
+    import huggingface_hub
+
+    _, folder = run_and_export
+    asked = []
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo_id, **_: asked.append(repo_id) or str(folder))
+    monkeypatch.chdir(tmp_path)  # no local folder of that name
+    ours = Scorer.load("me/omnidistill-scorer").score(**INPUTS)
+    expected = Scorer.load(folder).score(**INPUTS)
+    assert asked == ["me/omnidistill-scorer"] and ours == expected
+    (tmp_path / "in.jsonl").write_text(json.dumps({"id": "a", "candidate": "Paris.", "question": "Capital?"}) + "\n")
+    assert main(["score", "--model", "me/omnidistill-scorer", "--input", "in.jsonl", "--output", "out.jsonl"]) == 0
+    assert "me/omnidistill-scorer" in asked[1:] and (tmp_path / "out.jsonl").read_text().count("\n") == 1
+
+
 def test_scores_are_deterministic_and_order_independent(run_and_export):
     scorer = Scorer.load(run_and_export[0])
     first = scorer.score(**INPUTS)
