@@ -39,7 +39,7 @@ from omnidistill.label.client import ChatClient, ClientError, EndpointError, Ref
 from omnidistill.label.config import LabelConfig, check_label_config
 from omnidistill.label.error_report import error_report_messages, parse_error_report
 from omnidistill.label.logprobs import LogprobsError, judgment_distributions
-from omnidistill.label.omniscore_prompts import PROMPTS, omniscore_messages, prompt_key
+from omnidistill.label.omniscore_prompts import PROMPTS, omniscore_messages, prompt_key, tasks_without_prompt
 from omnidistill.label.parse import (
     JudgeOutputError,
     answer_start,
@@ -250,6 +250,13 @@ class Labeler:
         inputs = expand_patterns(inputs, DataError)  # before the output check: a pattern may match an earlier output
         output = output_file(output, inputs, "labels")  # checked before the first request
         records, skipped = read_records(inputs, require_labels=False)
+        if self.cfg.prompt_set == "omniscore" and self.cfg.mode != "error_report":
+            unknown = tasks_without_prompt(records)
+            if unknown:  # before any request: checklist mode would pay four requests an item before failing it
+                raise ValueError(
+                    f"prompt_set: omniscore has no prompt for the task {unknown}; its prompts judge the tasks qa, mt, "
+                    "summarization, headline, paraphrase and chat: rename the items' task, or use prompt_set: flat"
+                )
         results = self._run_all(self.label, records, desc="label", unit="item")
         labelled, failed = [], []
         for record, result in zip(records, results, strict=True):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable
 
 from omnidistill.data.schema import Record
 from omnidistill.dimensions import DIMENSIONS
@@ -544,6 +545,20 @@ def prompt_key(record: Record) -> str:
     if record.task in PROMPTS:
         return record.task
     raise ValueError(f"item {record.id}: no OmniScore prompt for task {record.task!r} (qa, mt, summarization, headline, paraphrase, chat)")
+
+
+def tasks_without_prompt(records: Iterable[Record]) -> str | None:
+    """The tasks of ``records`` that no OmniScore prompt judges, each with its item count and first item
+    (``'translation' (1,200 items, first: train.jsonl:1)``), or None when every record has a prompt."""
+    unknown: dict[str, list] = {}
+    for record in records:
+        try:
+            prompt_key(record)
+        except ValueError:
+            unknown.setdefault(record.task, [0, record.id])[0] += 1
+    if not unknown:
+        return None
+    return ", ".join(f"{task!r} ({n:,} item{'s' * (n > 1)}, first: {first})" for task, (n, first) in unknown.items())
 
 
 def _dimension_text(number: int, name: str, dim: Dimension) -> str:

@@ -476,6 +476,19 @@ def test_omniscore_labelling_keeps_details_and_its_output_trains(server, tmp_pat
     assert [r.id for r in records] == ["a", "b"] and records[0].dataset == "nq"
 
 
+def test_tasks_without_an_omniscore_prompt_are_refused_before_any_request(server, tmp_path):
+    """Each such item failed on its own, after checklist mode had paid four requests for it."""
+    inputs = tmp_path / "in.jsonl"
+    rows = [{"task": t, "lang": "en", "source": "Der Mond.", "candidate": "The Moon."} for t in ("mt", "translation", "translation", "QA")]
+    inputs.write_text("\n".join(json.dumps(r) for r in rows))
+    cfg = cfg_for(server, tmp_path, prompt_set="omniscore", mode="checklist")
+    with pytest.raises(ValueError) as err:
+        Labeler(cfg).label_file([str(inputs)], tmp_path / "o.jsonl")
+    assert f"the task 'translation' (2 items, first: {inputs}:2), 'QA' (1 item, first: {inputs}:4)" in str(err.value)
+    assert "use prompt_set: flat" in str(err.value)
+    assert FakeJudge.counts["total"] == 0 and not (tmp_path / "o.jsonl").exists()
+
+
 def test_error_report_scores_from_severities(server, tmp_path):
     assert [penalty_to_likert(s) for s in (0, -1, -4, -5, -9, -10, -14, -15, -25)] == [5, 4, 4, 3, 3, 2, 2, 1, 1]
     inputs = write_inputs(tmp_path / "in.jsonl", ["#errs", "#ok"])
