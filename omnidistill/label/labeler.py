@@ -204,6 +204,8 @@ class Labeler:
         judgments, errors, checklists = [], [], {}
         for model in self.cfg.models:
             try:
+                if self.cfg.mode == "checklist":  # the judge's prompt needs fields the item may lack: fail before paying for the checklist
+                    self.request(record, [])
                 items = self.checklist(record, model) if self.cfg.mode == "checklist" else None
                 messages, parser = self.request(record, items)
             except (JudgeOutputError, ClientError, ValueError) as err:

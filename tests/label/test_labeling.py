@@ -489,6 +489,13 @@ def test_tasks_without_an_omniscore_prompt_are_refused_before_any_request(server
     assert FakeJudge.counts["total"] == 0 and not (tmp_path / "o.jsonl").exists()
 
 
+def test_an_item_the_judge_prompt_cannot_take_costs_no_checklist_requests(server, tmp_path):
+    inputs = write_inputs(tmp_path / "in.jsonl", ["#ok"])  # no reference
+    stats = Labeler(cfg_for(server, tmp_path, mode="checklist", reference_mode="based")).label_file([str(inputs)], tmp_path / "o.jsonl")
+    assert stats["failed"] == 1 and "reference" in (tmp_path / "o.jsonl.failed.jsonl").read_text()
+    assert FakeJudge.counts["total"] == 0  # four checklist requests were paid before the item failed
+
+
 def test_error_report_scores_from_severities(server, tmp_path):
     assert [penalty_to_likert(s) for s in (0, -1, -4, -5, -9, -10, -14, -15, -25)] == [5, 4, 4, 3, 3, 2, 2, 1, 1]
     inputs = write_inputs(tmp_path / "in.jsonl", ["#errs", "#ok"])
