@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import re
 from typing import Any
@@ -174,13 +175,31 @@ def surrogate_error(obj: Any, where: str) -> DataError | None:
     )
 
 
+FIELD_ALIASES = {
+    "prediction": "candidate", "predictions": "candidate", "hypothesis": "candidate", "mt": "candidate",
+    "output": "candidate", "response": "candidate", "src": "source", "ref": "reference", "label": "labels",
+}  # fmt: skip
+"""Other tools' names for schema fields: the ``omniscore`` package's ``predictions``, COMET's ``src``/``mt``/
+``ref``, and the usual words for a model's output."""
+
+
+def unknown_fields_error(unknown: set[str], where: str) -> DataError:
+    """The error for fields outside the schema, each with the schema's name for it where one is likely
+    (an alias from :data:`FIELD_ALIASES`, else the nearest field name)."""
+    named = []
+    for name in sorted(unknown):
+        close = FIELD_ALIASES.get(name.lower()) or next(iter(difflib.get_close_matches(name, sorted(KNOWN_FIELDS), n=1)), None)
+        named.append(f"{name} (the schema's {close}?)" if close else name)
+    return DataError(f"{where}: unknown field(s) {', '.join(named)}")
+
+
 def validate_record(obj: Any, where: str, *, require_labels: bool = True) -> Record:
     """Check one decoded JSON object / Parquet row against the schema and build a :class:`Record`."""
     if not isinstance(obj, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     unknown = set(obj) - KNOWN_FIELDS
     if unknown:
-        raise DataError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+        raise unknown_fields_error(unknown, where)
     candidate = obj.get("candidate")
     if candidate is not None and not isinstance(candidate, str):
         raise DataError(f"{where}: candidate must be a string, got {type(candidate).__name__}")

@@ -45,7 +45,12 @@ def test_missing_dimension_is_none_not_zero(tmp_path):
         (json.dumps({**GOOD, "labels": {"clarity": "high"}}), r"d\.jsonl:2: labels\.clarity must be a number"),
         (json.dumps({**GOOD, "labels": None}), r"d\.jsonl:2: no labels"),
         (json.dumps([1, 2]), r"d\.jsonl:2: expected a JSON object"),
-        (json.dumps({**GOOD, "candidat": "x"}), r"d\.jsonl:2: unknown field\(s\) candidat"),
+        (json.dumps({**GOOD, "candidat": "x"}), r"d\.jsonl:2: unknown field\(s\) candidat \(the schema's candidate\?\)$"),
+        (  # COMET's names
+            json.dumps({"src": "Der Mond.", "mt": "The Moon.", "labels": GOOD["labels"]}),
+            r"d\.jsonl:2: unknown field\(s\) mt \(the schema's candidate\?\), src \(the schema's source\?\)$",
+        ),
+        (json.dumps({**GOOD, "extra_note": "x"}), r"d\.jsonl:2: unknown field\(s\) extra_note$"),  # nothing close: no guess
     ],
 )
 def test_malformed_line_names_file_and_line(tmp_path, bad, pattern):
