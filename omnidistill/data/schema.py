@@ -56,6 +56,9 @@ class Record:
         return any(v is not None for v in self.labels)
 
 
+DIMENSION_LIST = f"the dimensions: {', '.join(DIMENSIONS)}"
+
+
 def label_vector(obj: Any, where: str, field: str) -> tuple[float | None, ...]:
     """One label object ({dimension: number in [1, 5] or null}) as a tuple in dimension order (None =
     missing); anything else is a :class:`DataError` naming ``where`` and the field."""
@@ -63,7 +66,7 @@ def label_vector(obj: Any, where: str, field: str) -> tuple[float | None, ...]:
         raise DataError(f"{where}: {field} must be an object with keys {', '.join(DIMENSIONS)}")
     unknown = set(obj) - set(DIMENSIONS)
     if unknown:
-        raise DataError(f"{where}: {field} has unknown dimension(s) {', '.join(sorted(unknown))}")
+        raise DataError(f"{where}: {field} has unknown dimension(s) {', '.join(sorted(unknown))} ({DIMENSION_LIST})")
     values = []
     for dim in DIMENSIONS:
         value = obj.get(dim)
@@ -86,7 +89,7 @@ def label_distributions(obj: Any, where: str) -> tuple[tuple[float, ...] | None,
         raise DataError(f"{where}: label_dist must be an object with keys {', '.join(DIMENSIONS)}")
     unknown = set(obj) - set(DIMENSIONS)
     if unknown:
-        raise DataError(f"{where}: label_dist has unknown dimension(s) {', '.join(sorted(unknown))}")
+        raise DataError(f"{where}: label_dist has unknown dimension(s) {', '.join(sorted(unknown))} ({DIMENSION_LIST})")
     rows: list[tuple[float, ...] | None] = []
     for dim in DIMENSIONS:
         value = obj.get(dim)

@@ -41,7 +41,11 @@ def test_missing_dimension_is_none_not_zero(tmp_path):
         (json.dumps({k: v for k, v in GOOD.items() if k != "candidate"}), r"d\.jsonl:2: missing or empty 'candidate'"),
         (json.dumps({**GOOD, "candidate": 5}), r"d\.jsonl:2: candidate must be a string, got int"),
         (json.dumps({**GOOD, "candidate": ["a", "b"]}), r"d\.jsonl:2: candidate must be a string, got list"),
-        (json.dumps({**GOOD, "labels": {"fluency": 3}}), r"d\.jsonl:2: labels has unknown dimension\(s\) fluency"),
+        (
+            json.dumps({**GOOD, "labels": {"fluency": 3}}),
+            r"d\.jsonl:2: labels has unknown dimension\(s\) fluency "
+            r"\(the dimensions: informativeness, clarity, plausibility, faithfulness\)",
+        ),
         (json.dumps({**GOOD, "labels": {"clarity": "high"}}), r"d\.jsonl:2: labels\.clarity must be a number"),
         (json.dumps({**GOOD, "labels": None}), r"d\.jsonl:2: no labels"),
         (json.dumps([1, 2]), r"d\.jsonl:2: expected a JSON object"),
