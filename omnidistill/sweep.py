@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from omnidistill import strict_json
 from omnidistill.config import Config, ConfigError, load_config, load_yaml, to_dict
 from omnidistill.runs.checkpoint import saved_steps
 from omnidistill.runs.run_dir import atomic_write_text, read_train_summary
@@ -233,8 +235,9 @@ def _read_rows(out: Path) -> list[dict[str, Any]]:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
 
 
-def _maybe(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"
+def _maybe(value: float | None, digits: int = 3) -> str:
+    """A table cell: ``—`` for a value that is missing or undefined (null in ``summary.json``, NaN before)."""
+    return "—" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
 
 
 def _wall(row: dict[str, Any]) -> str:
@@ -250,8 +253,9 @@ def summary_markdown(rows: list[dict[str, Any]]) -> str:
     ]
     for r in rows:
         lines.append(
-            f"| {r['run']} | `{' '.join(r['overrides'])}` | {r['dev_mae']:.4f} | {r['dev_rmse']:.4f} | "
-            f"{r['dev_pearson']:.3f} | {r['dev_acc1']:.3f} | {_maybe(r.get('dev_nll'))} | {_maybe(r.get('dev_std_error_spearman'))} | "
+            f"| {r['run']} | `{' '.join(r['overrides'])}` | {_maybe(r['dev_mae'], 4)} | {_maybe(r['dev_rmse'], 4)} | "
+            f"{_maybe(r['dev_pearson'])} | {_maybe(r['dev_acc1'])} | {_maybe(r.get('dev_nll'))} | "
+            f"{_maybe(r.get('dev_std_error_spearman'))} | "
             f"{r['steps']} | {_wall(r)} |"
         )
     return "\n".join(lines) + "\n"
@@ -259,5 +263,5 @@ def summary_markdown(rows: list[dict[str, Any]]) -> str:
 
 def write_summary(out: Path, rows: list[dict[str, Any]]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "summary.json", json.dumps(rows, indent=2))
+    atomic_write_text(out / "summary.json", strict_json.dumps(rows, indent=2))
     atomic_write_text(out / "summary.md", summary_markdown(rows))

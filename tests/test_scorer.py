@@ -310,6 +310,30 @@ def test_eval_reports_cost_per_1000_items(run_and_export, tmp_path, capsys):
     assert "per 1,000 at $2.49/h" in (tmp_path / "test.md").read_text()
 
 
+def strict_json_loads(text: str):
+    """``json.loads`` as JSON's grammar reads: ``NaN`` and ``Infinity`` (Python's extensions) refused."""
+
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_undefined_metrics_are_null_in_the_json_report(run_and_export, repo_root, tmp_path):
+    """Labels that never vary leave Pearson r undefined; test.json held ``NaN``, which strict JSON readers
+    (JavaScript's JSON.parse, Go, Rust) refuse, so the whole report could not be read there."""
+    run, _ = run_and_export
+    rows = [json.loads(line) for line in (repo_root / "data" / "sample" / "test.jsonl").read_text().splitlines()[:30]]
+    for row in rows:
+        row["labels"] = dict.fromkeys(("informativeness", "clarity", "plausibility", "faithfulness"), 3)
+        row.pop("annotations", None)
+    (tmp_path / "flat.jsonl").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows))
+    assert main(["eval", str(run), "--data", str(tmp_path / "flat.jsonl"), "--no-plots", "--bootstrap", "20", "--out", str(tmp_path)]) == 0
+    report = strict_json_loads((tmp_path / "test.json").read_text())
+    assert report["overall"]["pearson"] is None and report["overall"]["mae"] > 0
+    assert "| – |" in (tmp_path / "test.md").read_text()
+
+
 def test_every_text_field_of_the_schema_is_a_score_column(run_and_export):
     """contexts= and titles= build the input text as the record fields do (and change the scores)."""
 

@@ -131,3 +131,17 @@ def test_every_run_is_checked_before_the_first_trains(tmp_path, repo_root, capsy
     assert main(["sweep", str(path), "--output-dir", str(out)]) == 2
     assert f"{path}:2: overrides: train.output_dir is the sweep's" in capsys.readouterr().err
     assert not out.exists() and not (tmp_path / "mine").exists()  # nothing trained
+
+
+def test_an_undefined_metric_is_null_in_the_summary_and_a_dash_in_its_table(tmp_path):
+    """A dev Pearson r over labels that never vary is NaN: summary.json held ``NaN`` (not JSON), and a
+    summary read back with null in it could not be tabled (``format(None, '.3f')``)."""
+    from omnidistill.sweep import _read_rows, write_summary
+
+    row = {"run": "a", "overrides": ["model.head=ordinal"], "dev_mae": 0.8, "dev_rmse": 1.0, "dev_pearson": float("nan"),
+           "dev_acc1": 0.7, "dev_nll": None, "dev_std_error_spearman": None, "steps": 2, "wall_s": 1.5}  # fmt: skip
+    write_summary(tmp_path, [row])
+    assert '"dev_pearson": null' in (tmp_path / "summary.json").read_text()
+    (back,) = _read_rows(tmp_path)
+    write_summary(tmp_path, [back])  # what --resume does with the rows it read
+    assert "| 0.8000 | 1.0000 | — | 0.700 |" in (tmp_path / "summary.md").read_text()

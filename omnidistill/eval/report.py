@@ -3,13 +3,13 @@ the human annotators, cross-lingual consistency and confidence intervals; JSON a
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from omnidistill import strict_json
 from omnidistill.data.schema import Record
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.agreement import category_counts, fleiss_kappa, mean_rwg, rater_pair_table, rwg_table
@@ -271,6 +271,6 @@ def write_report(report: dict, out_dir: str | Path, name: str = "report", title:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out_dir / f"{name}.json", out_dir / f"{name}.md"
-    json_path.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    json_path.write_text(strict_json.dumps(report, indent=2), encoding="utf-8")
     md_path.write_text(report_markdown(report, title), encoding="utf-8")
     return json_path, md_path

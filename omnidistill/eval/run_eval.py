@@ -11,6 +11,7 @@ from typing import Any
 
 import jax
 
+from omnidistill import strict_json
 from omnidistill.data.level_dist import level_std
 from omnidistill.data.schema import DataError
 from omnidistill.data.sources import read_records, refuse_duplicate_ids
@@ -170,7 +171,7 @@ def evaluate_run(
     if compare:
         judges = {"student": pred, **others}
         comparison = compare_judges(records, judges)
-        (out_dir / f"{split}_compare.json").write_text(json.dumps(comparison, indent=2), encoding="utf-8")
+        (out_dir / f"{split}_compare.json").write_text(strict_json.dumps(comparison, indent=2), encoding="utf-8")
         (out_dir / f"{split}_compare.md").write_text(comparison_markdown(comparison), encoding="utf-8")
         report["comparison"] = comparison
     std = None if level_probs is None else level_std(level_probs)

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from omnidistill import strict_json
 from omnidistill.data.level_dist import expected_level, level_split
 from omnidistill.data.schema import DataError, Record
 from omnidistill.data.sources import read_records
@@ -300,7 +301,7 @@ class Labeler:
         agreement = judge_agreement([r["judgments"] for r in results])
         if agreement is not None:
             stats["agreement"] = agreement
-        atomic_write_text(output.with_name(output.name + ".stats.json"), json.dumps(stats, indent=2))
+        atomic_write_text(output.with_name(output.name + ".stats.json"), strict_json.dumps(stats, indent=2))
         return stats
 
     def compare(self, a: Record, b: Record) -> dict[str, Any]:
@@ -350,7 +351,7 @@ class Labeler:
             "invalid_answers": self.usage.invalid_answers,
             "cut_answers": self.usage.cut_answers,
         }
-        atomic_write_text(output.with_name(output.name + ".stats.json"), json.dumps(stats, indent=2))
+        atomic_write_text(output.with_name(output.name + ".stats.json"), strict_json.dumps(stats, indent=2))
         return stats
 
 

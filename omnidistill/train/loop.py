@@ -15,6 +15,7 @@ from typing import Any
 import jax
 from tqdm import tqdm
 
+from omnidistill import strict_json
 from omnidistill.config import Config
 from omnidistill.eval.predict import predict_ids
 from omnidistill.eval.report import build_report, report_markdown
@@ -196,7 +197,7 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
     if cfg.train.early_stopping_patience:
         summary["early_stopping"] = {**stopper.summary(), "stopped": stopped}
     if not preempted and jax.process_index() == 0:
-        atomic_write_text(run.run_dir / TRAIN_SUMMARY, json.dumps(summary, indent=2))
+        atomic_write_text(run.run_dir / TRAIN_SUMMARY, strict_json.dumps(summary, indent=2))
     return summary
 
 

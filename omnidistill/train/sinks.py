@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import jax
 
+from omnidistill import strict_json
 from omnidistill.runs.run_dir import atomic_write_text
 
 
@@ -53,7 +54,7 @@ class JsonlSink:
     def write(self, step: int, scalars: dict[str, float]) -> None:
         if jax.process_index() == 0:
             with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps({"step": step, **scalars}) + "\n")
+                f.write(strict_json.dumps({"step": step, **scalars}) + "\n")
 
     def close(self, failed: bool = False) -> None:
         pass
