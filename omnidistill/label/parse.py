@@ -45,10 +45,15 @@ def json_object_span(text: str) -> tuple[int, int]:
     return start, end + 1
 
 
+def _not_json(name: str) -> float:
+    """``json``'s hook for ``NaN`` and ``Infinity``, which Python reads and JSON does not have."""
+    raise JudgeOutputError(f"invalid JSON: {name} is not a JSON number")
+
+
 def _json_object(text: str) -> dict:
     start, end = json_object_span(text)
     try:
-        obj = json.loads(text[start:end])
+        obj = json.loads(text[start:end], parse_constant=_not_json)
     except json.JSONDecodeError as err:
         raise JudgeOutputError(f"invalid JSON: {err.msg}") from None
     if not isinstance(obj, dict):

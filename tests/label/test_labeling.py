@@ -330,6 +330,8 @@ def test_parse_judgment_is_strict():
         good.replace('"clarity": 4, ', ""),
         good.replace("3", '"3"'),
         "[1, 2]",
+        good.replace("5", "NaN"),  # Python's json reads these; they crashed the labelling run (int(nan))
+        good.replace("5", "Infinity"),
     ):
         with pytest.raises(JudgeOutputError):
             parse_judgment(bad)
