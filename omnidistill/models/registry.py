@@ -168,9 +168,16 @@ def get_family(name: str) -> Family:
 UNPORTED = {
     "gte": "GTE-multilingual (Snowflake Arctic-embed-m-v2.0, a Table 6 student)",
     "new": "GTE-multilingual (Alibaba-NLP gte-multilingual-base)",
+    "score_predictor": "the legacy format of the released QCRI/OmniScore-deberta-v3",
 }
-"""Architectures refused by name: their forward exists only as remote code (``Alibaba-NLP/new-impl``)
-that ``transformers`` does not ship, so there is no offline reference to test a port's parity against."""
+"""Architectures refused by name: their forward exists only as remote code (``Alibaba-NLP/new-impl``, the
+released OmniScore checkpoint's own modeling file) that ``transformers`` does not ship, so there is no
+offline reference to test a port's parity against."""
+UNPORTED_ADVICE = {
+    "score_predictor": "; the omniscore package runs that code: score with omniscore.OmniScorer('QCRI/OmniScore-deberta-v3') "
+    "(pip install --no-deps omniscore==0.1.0), or train a scorer on its backbone with configs/deberta-v3-base.yaml",
+}
+"""What to do instead, where there is something better to do than pick another model."""
 
 
 def find_family(model_type: str) -> Family | None:
@@ -187,5 +194,6 @@ def family_for_model_type(model_type: str) -> Family:
         raise ValueError(
             f"model_type={model_type!r} ({UNPORTED[model_type]}) is not ported: its forward is remote code that transformers "
             "does not ship, so omnidistill has no reference to prove parity against (see docs/models.md)"
+            + UNPORTED_ADVICE.get(model_type, "")
         )
     raise ValueError(f"no omnidistill port for Hugging Face model_type={model_type!r}")

@@ -349,7 +349,12 @@ def test_a_failed_import_leaves_the_run_it_would_replace(tmp_path, hf_classifier
 
 @pytest.mark.parametrize(
     ("model_type", "pattern"),
-    [("gte", r"model_type='gte' \(GTE-multilingual \(Snowflake Arctic.*remote code"), ("gpt_neox", "no omnidistill port.*gpt_neox")],
+    [
+        ("gte", r"model_type='gte' \(GTE-multilingual \(Snowflake Arctic.*remote code"),
+        ("gpt_neox", "no omnidistill port.*gpt_neox"),
+        # the released OmniScore checkpoint: the package that runs its code is named, as what to use instead
+        ("score_predictor", r"released QCRI/OmniScore-deberta-v3.*remote code.*omniscore\.OmniScorer\('QCRI/OmniScore-deberta-v3'\)"),
+    ],
 )
 def test_unported_architectures_are_refused_by_name(tmp_path, model_type, pattern):
     folder = tmp_path / "hub"
