@@ -97,3 +97,12 @@ def test_an_omniscore_folder_is_pointed_to_import(tmp_path, tiny_tokenizer_dir):
     (folder / "config.json").write_text('{"model_type": "omniscore", "backbone_config": {"model_type": "bert"}}')
     with pytest.raises(ValueError, match=r"omniscore package's format: make a run of it with `omnidistill import .*released RUN_DIR`"):
         load_model(ModelConfig(family="bert", init_from=str(folder), tokenizer=str(tiny_tokenizer_dir)), shapes_only=True)
+
+
+def test_a_model_no_port_takes_is_named_as_score_and_import_name_it(tmp_path, tiny_tokenizer_dir):
+    """The port said only ``model_type='score_predictor' is not supported by this port (only 'bert')``."""
+    folder = tmp_path / "released"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "score_predictor", "architectures": ["ScorePredictor"]}')
+    with pytest.raises(ValueError, match=r"init_from=.*released: model_type='score_predictor' \(the legacy format .*omniscore\.OmniScorer"):
+        load_model(ModelConfig(family="bert", init_from=str(folder), tokenizer=str(tiny_tokenizer_dir)), shapes_only=True)
