@@ -4,6 +4,7 @@ import gzip
 import json
 import logging
 import shutil
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -551,6 +552,11 @@ def test_eval_of_an_exported_folder_names_import_and_the_hint_works(run_and_expo
     assert not (tmp_path / "no").exists()
     assert main(["import", str(folder), str(tmp_path / "back")]) == 0
     load_run_metadata(tmp_path / "back")  # what eval reads first (an imported run scores as its export: test_omniscore_format.py)
+    hub_id = "me/omnidistill-scorer"  # no such folder: a Hub id, which `import` takes (`score` too, not `eval`)
+    assert main(["eval", hub_id, "--data", dev, "--no-plots", "--out", str(tmp_path / "no")]) == 2
+    assert f"{hub_id}: no such folder (from {Path.cwd()}); for a model on the Hugging Face Hub, `omnidistill import {hub_id} RUN_DIR`" in (
+        capsys.readouterr().err
+    )
 
 
 def test_xla_options_reach_the_scoring_program_and_unknown_ones_fail_by_name(run_and_export, tmp_path, monkeypatch, capsys):
