@@ -2,8 +2,9 @@
 
 Python's ``json`` writes ``NaN`` and ``Infinity``, which JSON does not have (RFC 8259 §6): JavaScript's
 ``JSON.parse``, Go's and Rust's decoders and other strict readers refuse the whole file. A report has
-such numbers where a value is undefined, e.g. a Pearson r over labels that never vary, so every report,
-summary and log line omnidistill writes goes through :func:`dumps`.
+such numbers where a value is undefined, e.g. a Pearson r over labels that never vary, so the files
+users read with other tools go through :func:`dumps`: evaluation reports and comparisons, sweep
+summaries, ``train_summary.json``, ``train_log.jsonl`` and labelling stats.
 """
 
 from __future__ import annotations
