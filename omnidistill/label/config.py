@@ -112,6 +112,13 @@ def check_label_config(cfg: LabelConfig, where: str = "label config") -> None:
             raise ConfigError(f"{path}: {field.name}: {out_of_range}")
     if not cfg.models:
         raise ConfigError(f"{path}: models must name at least one judge model")
+    repeated = sorted({m for m in cfg.models if cfg.models.count(m) > 1})
+    if repeated:  # the same requests: the second judge would be served the first one's cached answers
+        raise ConfigError(
+            f"{path}: models lists {', '.join(repeated)} more than once; one model's requests are the same, so a repeat "
+            "would get the first one's cached answers and count as a judge that always agrees. For several "
+            "judgments of one model, set samples (with temperature > 0)"
+        )
     if cfg.logprobs and cfg.aggregation != "mean":
         raise ConfigError(f"{path}: logprobs: true makes labels the expected value of label_dist; aggregation must be mean")
     if cfg.logprobs and cfg.mode == "error_report":

@@ -374,6 +374,7 @@ def test_label_config_validation(repo_root, tmp_path):
         ("timeout_s=0", "timeout_s: must be > 0, got 0.0"),
         ("logprobs_min_mass=1.5", "logprobs_min_mass: must be in [0, 1], got 1.5"),
         ("price_input_per_mtok=-2", "price_input_per_mtok: must be >= 0, got -2.0"),
+        ("models=[gpt-4.1,gpt-4.1-mini,gpt-4.1]", "models lists gpt-4.1 more than once"),  # a judge that always agrees
     ]:
         with pytest.raises(ConfigError, match=re.escape(message)):
             load_label_config(None, [override])
