@@ -4,6 +4,7 @@ fields that change the checkpoint's shapes (named first, not after a list of eve
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -91,18 +92,19 @@ def test_a_checkpoint_of_another_family_names_the_family_to_set(tmp_path, tiny_t
         load_initial_model(cfg, shapes_only=True)
 
 
-def test_an_omniscore_folder_is_pointed_to_import(tmp_path, tiny_tokenizer_dir):
+@pytest.mark.parametrize(
+    ("config", "refusal"),
+    [
+        ({"model_type": "omniscore", "backbone_config": {"model_type": "bert"}},
+         r"omniscore package's format: make a run of it with `omnidistill import .*released RUN_DIR`"),
+        # no port takes it: named as `score` and `import` name it (the port said only "not supported by this port")
+        ({"model_type": "score_predictor", "architectures": ["ScorePredictor"]},
+         r"init_from=.*released: model_type='score_predictor' \(the legacy format .*omniscore\.OmniScorer"),
+    ],
+)  # fmt: skip
+def test_a_released_scorer_folder_is_refused_with_what_to_do(tmp_path, tiny_tokenizer_dir, config, refusal):
     folder = tmp_path / "released"
     folder.mkdir()
-    (folder / "config.json").write_text('{"model_type": "omniscore", "backbone_config": {"model_type": "bert"}}')
-    with pytest.raises(ValueError, match=r"omniscore package's format: make a run of it with `omnidistill import .*released RUN_DIR`"):
-        load_model(ModelConfig(family="bert", init_from=str(folder), tokenizer=str(tiny_tokenizer_dir)), shapes_only=True)
-
-
-def test_a_model_no_port_takes_is_named_as_score_and_import_name_it(tmp_path, tiny_tokenizer_dir):
-    """The port said only ``model_type='score_predictor' is not supported by this port (only 'bert')``."""
-    folder = tmp_path / "released"
-    folder.mkdir()
-    (folder / "config.json").write_text('{"model_type": "score_predictor", "architectures": ["ScorePredictor"]}')
-    with pytest.raises(ValueError, match=r"init_from=.*released: model_type='score_predictor' \(the legacy format .*omniscore\.OmniScorer"):
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=refusal):
         load_model(ModelConfig(family="bert", init_from=str(folder), tokenizer=str(tiny_tokenizer_dir)), shapes_only=True)
