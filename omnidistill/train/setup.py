@@ -20,7 +20,7 @@ from omnidistill.config import Config
 from omnidistill.config.unused import idle_settings
 from omnidistill.data.pipeline import PackSpec, bucket_length, packed_train_dataset, train_dataset, with_workers
 from omnidistill.data.schema import Record
-from omnidistill.data.splits import load_split, stream_split
+from omnidistill.data.splits import files_shared_with_train, load_split, stream_split
 from omnidistill.data.token_cache import TokenCache, cached_examples
 from omnidistill.data.tokenize import TRUNCATION_SAMPLE, EncodedInputs, RecordEncoder, count_truncated
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
@@ -355,6 +355,11 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     train_records, skipped = training_records(cfg, encoder)
     if resuming:
         check_same_batches(run_dir, cfg, len(train_records))
+    for split in ("dev", "test"):
+        shared = files_shared_with_train(cfg.data, split)
+        if shared:  # a warning, not an error: a smoke test may mean it
+            measured = "the dev metrics, the best checkpoint and early stopping are" if split == "dev" else "the test metrics are"
+            log.warning("data.%s reads %s, which data.train reads too: %s measured on training data", split, ", ".join(shared), measured)
     dev_records, dev_skipped = load_split(cfg.data, "dev")
     dev_inputs = encoder.encode_inputs(dev_records)
     data_counts = input_counts(encoder, train_records, dev_inputs, {"train": skipped, "dev": dev_skipped}, cfg.train.seed)
