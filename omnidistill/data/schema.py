@@ -220,8 +220,8 @@ def validate_record(obj: Any, where: str, *, require_labels: bool = True) -> Rec
     if obj.get("label_dist") is not None:
         label_dist = label_distributions(obj["label_dist"], where)
     if require_labels and all(v is None for v in labels):
-        given = [name for name, value in (("annotations", annotations), ("label_dist", label_dist)) if value]
-        hint = f"; its {' and '.join(given)} are not read as labels: set labels too (e.g. the annotators' mean)" if given else ""
+        given = [how for how, value in (("the annotators' mean", annotations), ("label_dist's expected level", label_dist)) if value]
+        hint = f"; annotations and label_dist are not read as labels: set labels too (e.g. {' or '.join(given)})" if given else ""
         raise DataError(f"{where}: no labels (need at least one of {', '.join(DIMENSIONS)}){hint}")
     return Record(
         id=record_id(obj, where),

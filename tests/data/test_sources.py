@@ -50,7 +50,7 @@ def test_missing_dimension_is_none_not_zero(tmp_path):
         (json.dumps({**GOOD, "labels": None}), r"d\.jsonl:2: no labels \(need at least one of [a-z, ]+\)$"),
         (  # the shipped test set's annotators, without the mean it also carries
             json.dumps({**GOOD, "labels": None, "annotations": [{"clarity": 4}, {"clarity": 5}]}),
-            r"d\.jsonl:2: no labels .*; its annotations are not read as labels: set labels too \(e\.g\. the annotators' mean\)$",
+            r"d\.jsonl:2: no labels .*; annotations and label_dist are not read as labels: set labels too \(e\.g\. the annotators' mean\)$",
         ),
         (json.dumps([1, 2]), r"d\.jsonl:2: expected a JSON object"),
         (json.dumps({**GOOD, "candidat": "x"}), r"d\.jsonl:2: unknown field\(s\) candidat \(the schema's candidate\?\)$"),
