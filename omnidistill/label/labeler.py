@@ -40,7 +40,7 @@ from omnidistill.label.client import ChatClient, ClientError, EndpointError, Ref
 from omnidistill.label.config import LabelConfig, check_label_config
 from omnidistill.label.error_report import error_report_messages, parse_error_report
 from omnidistill.label.logprobs import LogprobsError, judgment_distributions
-from omnidistill.label.omniscore_prompts import PROMPTS, omniscore_messages, prompt_key, tasks_without_prompt
+from omnidistill.label.omniscore_prompts import PROMPTS, has_prompt, omniscore_messages, prompt_key, tasks_without_prompt
 from omnidistill.label.parse import (
     JudgeOutputError,
     answer_start,
@@ -222,7 +222,7 @@ class Labeler:
         scores = [j["scores"] for j in judgments]
         teacher: dict[str, Any] = {"prompt_set": self.cfg.prompt_set, "mode": self.cfg.mode}
         if self.cfg.prompt_set == "omniscore" and self.cfg.mode != "error_report":
-            teacher["prompt"] = prompt_key(record) if record.task in ("qa", "chat", *PROMPTS) else None
+            teacher["prompt"] = prompt_key(record) if has_prompt(record.task) else None
         teacher["judgments"] = [{k: v for k, v in j.items() if k not in ("scores", "dist")} for j in judgments]
         if checklists:
             teacher["checklists"] = checklists

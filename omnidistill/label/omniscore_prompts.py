@@ -536,15 +536,21 @@ REQUIRED = {"nq": ("question",), "multinativqa": ("question",), "summarization":
             "paraphrase": ("source",), "mt": ("source",), "wildchat": ("question",)}  # fmt: skip
 
 
+def has_prompt(task: str) -> bool:
+    """Whether one of the seven prompts judges items of ``task`` (:func:`prompt_key` takes them)."""
+    return task in ("qa", "chat", *PROMPTS)
+
+
 def prompt_key(record: Record) -> str:
     """Which of the seven prompts judges ``record`` (by task, and by dataset for QA)."""
+    if not has_prompt(record.task):
+        tasks = "qa, mt, summarization, headline, paraphrase, chat"
+        raise ValueError(f"item {record.id}: no OmniScore prompt for task {record.task!r} ({tasks})")
     if record.task == "qa":
         return "nq" if (record.dataset or "").lower() in NQ_DATASETS else "multinativqa"
     if record.task == "chat":
         return "wildchat"
-    if record.task in PROMPTS:
-        return record.task
-    raise ValueError(f"item {record.id}: no OmniScore prompt for task {record.task!r} (qa, mt, summarization, headline, paraphrase, chat)")
+    return record.task
 
 
 def tasks_without_prompt(records: Iterable[Record]) -> str | None:
@@ -552,9 +558,7 @@ def tasks_without_prompt(records: Iterable[Record]) -> str | None:
     (``'translation' (1,200 items, first: train.jsonl:1)``), or None when every record has a prompt."""
     unknown: dict[str, list] = {}
     for record in records:
-        try:
-            prompt_key(record)
-        except ValueError:
+        if not has_prompt(record.task):
             unknown.setdefault(record.task, [0, record.id])[0] += 1
     if not unknown:
         return None
