@@ -13,7 +13,7 @@ from omnidistill.config import ModelConfig
 from omnidistill.models.config_fields import check_arch_fields
 from omnidistill.models.hf_io import absent_hf_keys, load_hf_weights, read_hf_config, read_hf_tensor_shapes, read_hf_tensors, resolve_hf_dir
 from omnidistill.models.published import OMNISCORE_MODEL_TYPE
-from omnidistill.models.registry import Family, family_for_model_type, find_family, get_family
+from omnidistill.models.registry import Family, family_for_model_type, get_family
 from omnidistill.models.regressor import Regressor, abstract_regressor, build_regressor
 from omnidistill.models.weights import WeightMismatchError
 
@@ -109,13 +109,11 @@ def check_family(family: Family, model_type: str, init_from: str) -> None:
             f"model.init_from={init_from} is a scorer folder in the omniscore package's format: make a run of it with "
             f"`omnidistill import {init_from} RUN_DIR`, then set model.init_from=RUN_DIR (its encoder and heads carry over)"
         )
-    owner = find_family(model_type)
-    if owner is None:  # no port takes it: say so as `score` and `import` do (an unported remote-code model by name)
-        try:
-            family_for_model_type(model_type)
-        except ValueError as err:
-            raise ValueError(f"model.init_from={init_from}: {err}") from None
-    if owner is not None and model_type not in family.hf_model_types:
+    try:  # no port takes it: refused as `score` and `import` refuse it (an unported remote-code model by name)
+        owner = family_for_model_type(model_type)
+    except ValueError as err:
+        raise ValueError(f"model.init_from={init_from}: {err}") from None
+    if model_type not in family.hf_model_types:
         raise ValueError(
             f"model.init_from={init_from} is a {owner.name} model (model_type={model_type!r}), and model.family={family.name}: "
             f"set model.family={owner.name}"
@@ -169,10 +167,8 @@ def load_model(
         if model_cfg.tokenizer:
             check_same_vocabulary(tokenizer, model_cfg.tokenizer, start.tokenizer_dir, start.name)
         check_family(family, str(start.hf_config.get("model_type")), start.name)
-    if folder is not None:
-        hf_config = {**start.hf_config, **model_cfg.arch}
-    else:
-        hf_config = {**(start.hf_config if start else {}), **model_cfg.arch}
+    hf_config = {**(start.hf_config if start else {}), **model_cfg.arch}
+    if folder is None:  # a random init, or a run's saved config: what a checkpoint folder's config.json would give
         hf_config.setdefault("vocab_size", len(tokenizer))
         for name in ("pad", "cls", "sep", "bos", "eos"):  # special-token ids follow the tokenizer
             token_id = getattr(tokenizer, f"{name}_token_id", None)

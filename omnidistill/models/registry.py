@@ -180,16 +180,11 @@ UNPORTED_ADVICE = {
 """What to do instead, where there is something better to do than pick another model."""
 
 
-def find_family(model_type: str) -> Family | None:
-    """The family that implements a Hugging Face ``model_type``, or None."""
-    return next((family for family in FAMILIES.values() if model_type in family.hf_model_types), None)
-
-
 def family_for_model_type(model_type: str) -> Family:
     """The family that implements a Hugging Face ``model_type``; another type is refused by name."""
-    family = find_family(model_type)
-    if family is not None:
-        return family
+    for family in FAMILIES.values():
+        if model_type in family.hf_model_types:
+            return family
     if model_type in UNPORTED:
         raise ValueError(
             f"model_type={model_type!r} ({UNPORTED[model_type]}) is not ported: its forward is remote code that transformers "

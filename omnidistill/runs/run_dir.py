@@ -73,14 +73,16 @@ def untrained_head(run_dir: str | Path) -> list[str]:
 def load_run_metadata(run_dir: str | Path) -> tuple[Config, dict[str, Any], Path]:
     """(config, HF-style model config, tokenizer folder) of a run directory."""
     run_dir = Path(run_dir)
+    if not run_dir.exists():
+        raise FileNotFoundError(
+            f"{run_dir}: no such folder (from {Path.cwd()}); for a model on the Hugging Face Hub, "
+            f"`omnidistill import {run_dir} RUN_DIR` makes a run of it"
+        )
     for name in ("config.yaml", "model.json", "tokenizer"):
         if not (run_dir / name).exists():
             hint = ""
             if (run_dir / "config.json").is_file():  # an export, or a checkpoint from the Hub
                 hint = f"; it is a Hugging Face model folder: `omnidistill import {run_dir} RUN_DIR` makes a run of it"
-            elif not run_dir.exists():
-                hint = f"; for a model on the Hugging Face Hub, `omnidistill import {run_dir} RUN_DIR` makes a run of it"
-                raise FileNotFoundError(f"{run_dir}: no such folder (from {Path.cwd()}){hint}")
             raise FileNotFoundError(f"{run_dir}: not an omnidistill run directory (missing {name}){hint}")
     cfg = load_config(run_dir / "config.yaml")
     model = json.loads((run_dir / "model.json").read_text(encoding="utf-8"))
