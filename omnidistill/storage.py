@@ -26,6 +26,13 @@ class StorageError(OSError):
     """A path's filesystem cannot be reached (its package is missing)."""
 
 
+def file_identity(path: str | os.PathLike) -> str:
+    """What tells two names of one file apart from two files: a local path resolved (links, ``..``,
+    the current directory), a bucket URL as written."""
+    text = str(path)
+    return text if "://" in text else os.path.realpath(text)
+
+
 def input_path(path: str | os.PathLike) -> epath.Path:
     """``path`` as an :class:`epath.Path` (local paths stay local)."""
     return epath.Path(path)
@@ -105,7 +112,7 @@ def output_file(output: str | os.PathLike, inputs: Sequence[str | os.PathLike], 
         )
     if output.is_dir():
         raise ValueError(f"--output {output} is a folder: name the JSONL file to write")
-    if any(Path(name).resolve() == output.resolve() for name in inputs):
+    if file_identity(output) in {file_identity(name) for name in inputs}:
         raise ValueError(f"--output {output} is one of the inputs: write the {what} to another file")
     output.parent.mkdir(parents=True, exist_ok=True)
     return output

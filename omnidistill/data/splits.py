@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from omnidistill.config import DataConfig
 from omnidistill.data.schema import DataError, Record
 from omnidistill.data.sources import RecordStream, read_records
-from omnidistill.storage import expand_patterns
+from omnidistill.storage import expand_patterns, file_identity
 
 
 def load_split(data: DataConfig, split: str, *, require_labels: bool = True) -> tuple[Sequence[Record], int]:
@@ -44,15 +43,10 @@ def stream_split(data: DataConfig, split: str) -> Sequence[Record] | RecordStrea
     return RecordStream(files, skip_invalid=data.skip_invalid) if files else []
 
 
-def _file_key(path: str | os.PathLike) -> str:
-    text = str(path)
-    return text if "://" in text else os.path.realpath(text)
-
-
 def files_shared_with_train(data: DataConfig, split: str) -> list[str]:
     """The files of ``split`` (glob patterns expanded) that ``data.train`` reads too, local paths compared
     after resolving links and relative parts; none for TFDS data, whose splits are separate."""
     if data.tfds is not None or not data.train or not getattr(data, split):
         return []
-    train = {_file_key(path) for path in expand_patterns(data.train, DataError)}
-    return [str(path) for path in expand_patterns(getattr(data, split), DataError) if _file_key(path) in train]
+    train = {file_identity(path) for path in expand_patterns(data.train, DataError)}
+    return [str(path) for path in expand_patterns(getattr(data, split), DataError) if file_identity(path) in train]
