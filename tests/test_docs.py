@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import re
 import shlex
 import types
@@ -116,6 +117,37 @@ def test_every_config_key_shown_exists(page):
     assert not bad, f"{page.name}: config keys that do not exist: {bad}"
 
 
+def resolves(dotted: str) -> bool:
+    """Whether ``dotted`` (``omnidistill.train.loop`` or ``omnidistill.train.loop.train``) names a module,
+    or an attribute of the longest module that prefixes it."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            target: object = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(target, name):
+                return False
+            target = getattr(target, name)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_ids(PAGES))
+def test_every_module_and_python_name_shown_exists(page):
+    """Source files (`omnidistill/models/regressor.py`), dotted names (`omnidistill.train.loop`) and the
+    ``from omnidistill... import ...`` lines of Python examples."""
+    text = page.read_text(encoding="utf-8")
+    for path in set(re.findall(r"`(omnidistill/[\w/]+\.py)", text)):
+        assert (ROOT / path).is_file(), f"{page.name}: no file {path}"
+    names = set(re.findall(r"`(omnidistill(?:\.\w+)+)", text))
+    for module, imported in re.findall(r"^\s*from (omnidistill[\w.]*) import ([\w, ]+)$", text, re.M):
+        names |= {f"{module}.{name.strip()}" for name in imported.split(",")}
+    bad = sorted(name for name in names if not resolves(name))
+    assert not bad, f"{page.name}: names that do not exist: {bad}"
+
+
 @pytest.mark.parametrize("page", PAGES, ids=page_ids(PAGES))
 def test_relative_links_point_to_files(page):
     for target in LINK.findall(page.read_text(encoding="utf-8")):
@@ -138,3 +170,5 @@ def test_the_checker_catches_a_wrong_key_and_flag():
     assert not valid_key("data.max_len") and not valid_key("data.tfds.nme")
     flags = {s for a in subcommands()["eval"]._actions for s in a.option_strings}
     assert "--lang-weights" in flags and "--no-such-flag" not in flags
+    assert resolves("omnidistill.Scorer") and resolves("omnidistill.train.loop.train") and resolves("omnidistill.eval.run_eval")
+    assert not resolves("omnidistill.train.loop.fit") and not resolves("omnidistill.training.loop")
