@@ -105,6 +105,8 @@ def model_card(run_dir: Path, cfg: Config, step: int, folder_format: str, layout
                 ),
             )
         )
+        if cfg.model.head != "classification":
+            blocks.append(("The `transformers` pipeline", pipeline_code(text_code, example, n)))
     else:
         blocks.append(
             (
@@ -171,7 +173,7 @@ Scores a generated text (the candidate) against its input on four dimensions, ea
 {", ".join(DIMENSIONS)}. Trained with omnidistill: {cfg.model.family} backbone, {pooling.get(cfg.model.pooling, cfg.model.pooling)},
 {head_words}, step {step}{f", dev MAE {dev:.3f}" if dev is not None else ""}. Folder format: `{folder_format}`.
 
-{score_formula(cfg.model.head)}
+{score_formula(cfg.model.head, folder_format)}
 
 **Input text** (`data.input_format: {cfg.data.input_format}`): the item's fields, stripped, in one text
 built by `input_text` below; the source-side fields (context, question, title, source: those present)
@@ -195,17 +197,48 @@ form the source. {"A task line holds the task name." if layout.task_line else "T
 """
 
 
-def score_formula(head: str) -> str:
-    """The card's sentence on how logits become scores (and, for the classification head, uncertainties)."""
+def pipeline_code(text_code: str, example: str, max_length: int) -> str:
+    """The ``text-classification`` pipeline's snippet for an ``hf`` folder with one sigmoid logit per
+    dimension: the pipeline (and the Hub's widget) gives ``sigmoid(logit)`` per dimension, sorted by
+    value, which the snippet puts back in dimension order on the 1-5 scale."""
+    return (
+        "from transformers import pipeline\n\n"
+        f'path = "{PLACEHOLDER}"\n'
+        'scorer = pipeline("text-classification", model=path, top_k=None, function_to_apply="sigmoid")\n'
+        "tok = scorer.tokenizer\n"
+        + text_code
+        + example
+        + f"out = scorer([text], truncation=True, max_length={max_length})[0]  # sigmoid(logit) per dimension, sorted by value\n"
+        "by_name = {d['label']: d['score'] for d in out}\n"
+        "scores = {name: 1 + 4 * by_name[name] for name in scorer.model.config.id2label.values()}\n"
+        "print(scores)\n"
+    )
+
+
+def score_formula(head: str, folder_format: str) -> str:
+    """The card's sentence on how logits become scores (and, for the classification head, uncertainties);
+    for an ``hf`` folder, also what the Hub's widget and the ``text-classification`` pipeline show."""
     order = ", ".join(DIMENSIONS)
+    hf = folder_format == "hf"
     if head == "classification":
         return (
             f"**Score formula:** 20 logits, 5 per dimension (levels 1–5) in the order {order}. Per dimension, "
             "`p = softmax(logits.view(4, 5))` is a distribution over the levels; the score is its expected level "
             "`sum_c c * p_c` and the **uncertainty** its standard deviation `sqrt(sum_c p_c (c - score)^2)`, "
             "in score points (0: sure of one level; the larger, the less sure)."
+            + (
+                " The `text-classification` pipeline and the Hub's widget take one softmax over all 20 logits, "
+                "which gives neither: use the code below."
+                if hf
+                else ""
+            )
         )
-    return f"**Score formula:** `score = 1 + 4 * sigmoid(logit)`, one logit per dimension, in the order {order}."
+    return f"**Score formula:** `score = 1 + 4 * sigmoid(logit)`, one logit per dimension, in the order {order}." + (
+        " The Hub's widget and the `text-classification` pipeline show `sigmoid(logit)` (0 to 1) per dimension: "
+        "the score is `1 + 4 *` that, for a text built by `input_text` below (the widget scores the text as typed)."
+        if hf
+        else ""
+    )
 
 
 def card_settings(cfg: Config, layout: TextLayout) -> dict[str, Any]:
