@@ -1,4 +1,4 @@
-"""The model card of an ``hf`` folder (``model.pooling: cls``): each of its snippets (plain ``transformers``,
+"""The model card of an ``hf`` folder (``model.pooling: cls``; a decoder's ``last_token``): each of its snippets (plain ``transformers``,
 the ``text-classification`` pipeline, omnidistill) prints the run's own scores, for each tokenizer kind
 and input format. The pipeline gives ``sigmoid(logit)`` sorted by value; its snippet puts it back."""
 
@@ -20,13 +20,16 @@ CASES = [
     ("bert", DataConfig(input_format="sep", max_length=128)),  # WordPiece, the tokenizer's own [SEP] between fields
     ("modernbert", DataConfig(input_format="omniscore", max_length=128)),  # byte-level BPE
     ("deberta_v2", DataConfig(input_format="omniscore", layout=RELEASED, max_length=120)),  # SentencePiece, a task line
+    ("qwen3", DataConfig(input_format="omniscore", max_length=128, truncation="right")),  # a decoder: its last token
 ]
+KINDS = {"bert": "wordpiece", "modernbert": "bpe", "deberta_v2": "unigram", "qwen3": "bpe"}
 
 
 @pytest.mark.parametrize(("family", "data"), CASES, ids=[family for family, _ in CASES])
 def test_every_snippet_of_an_hf_card_prints_the_runs_scores(tmp_path, tokenizer_dirs, family, data):
-    kind = {"bert": "wordpiece", "modernbert": "bpe", "deberta_v2": "unigram"}[family]
-    run = make_run(tmp_path / "run", family, "cls", tokenizer_dirs[kind], data, seed=5)
+    decoder = family == "qwen3"  # Qwen3ForSequenceClassification: the last non-padding token, a bias-free layer
+    pooling, model = ("last_token", {"head_bias": False}) if decoder else ("cls", {})
+    run = make_run(tmp_path / "run", family, pooling, tokenizer_dirs[KINDS[family]], data, seed=5, **model)
     assert export_run(run, tmp_path / "hf", verify=False)["format"] == "hf"
     task = ["qa"] if data.layout.task_prefix else None
     ours = list(Scorer.load(run).score(candidates=[EXAMPLE["candidate"]], sources=[EXAMPLE["source"]], tasks=task)[0].values())

@@ -31,11 +31,12 @@ BACKBONES = {
 RELEASED = PromptLayout(task_prefix="Task:", prediction_prefix="Candidate:")  # QCRI/OmniScore-deberta-v3's layout
 
 
-def make_run(run_dir, family: str, pooling: str, tokenizer_dir, data: DataConfig, seed: int = 0):
-    """A run directory holding a randomly initialised (and perturbed) regressor as its best checkpoint."""
+def make_run(run_dir, family: str, pooling: str, tokenizer_dir, data: DataConfig, seed: int = 0, **model_fields):
+    """A run directory holding a randomly initialised (and perturbed) regressor as its best checkpoint;
+    ``model_fields`` set more of its ``ModelConfig`` (e.g. ``head_bias=False``)."""
     model_type, arch, _ = BACKBONES[family]
     hf_config = {"model_type": model_type, **arch, "vocab_size": 1024, "max_position_embeddings": 128}
-    model_cfg = ModelConfig(family=family, pooling=pooling)
+    model_cfg = ModelConfig(family=family, pooling=pooling, **model_fields)
     model = build_regressor(model_cfg, hf_config, seed=seed)
     from flax import nnx
 
