@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,13 @@ class Prediction:
     def uncertainty(self) -> np.ndarray | None:
         """[N, 4] standard deviation of each level distribution (None without one)."""
         return None if self.level_probs is None else level_std(self.level_probs).astype(np.float32)
+
+
+def missing_as_none(value: Any) -> Any:
+    """``None`` for a float NaN, which is how pandas marks a missing value (an empty CSV cell read by
+    ``read_csv``, ``df.column.tolist()``), else ``value``: a missing text field is left out of the input,
+    as ``None`` is, and a missing candidate gets no score."""
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 @dataclasses.dataclass
@@ -271,7 +279,7 @@ class Scorer:
         batch_size: int | None = None,
         max_length: int | None = None,
     ) -> list[dict[str, Any] | None] | ScoreResult:
-        """Four scores per candidate (``None`` for an empty candidate, with a warning), and under
+        """Four scores per candidate (``None`` for an empty or missing candidate, with a warning), and under
         ``"uncertainty"`` their standard deviations when the model's head gives level distributions.
         ``candidates`` is a list of texts, or one string (one item). Each item is checked as a file's
         record is (:func:`validate_record`): a value of the wrong type, or a lone surrogate, is a
@@ -296,15 +304,17 @@ class Scorer:
             raise ValueError(f"max_length={max_length}: this model scores with its own max_length={self.max_length}")
         omniscore_call = predictions is not None
         given = predictions if omniscore_call else candidates
-        texts = [given] if isinstance(given, str) else list(given)  # one string is one item, not its characters
+        # one string is one item, not its characters; a NaN is pandas' missing value (a column read by read_csv)
+        texts = [given] if isinstance(given, str) else [missing_as_none(v) for v in given]
         n = len(texts)
 
         def column(values, name):
             if values is None or isinstance(values, str):
                 return [values] * n
+            values = [missing_as_none(v) for v in values]
             if len(values) != n:
                 raise ValueError(f"{name} has {len(values)} items but {'predictions' if omniscore_call else 'candidates'} has {n}")
-            return list(values)
+            return values
 
         fields = {
             "question": column(questions, "questions"),
@@ -323,8 +333,8 @@ class Scorer:
         for i in range(n):
             if texts[i] is None or (isinstance(texts[i], str) and not texts[i].strip()):
                 if omniscore_call:
-                    raise ValueError(f"prediction {i} is empty")
-                log.warning("candidate %d is empty: no score", i)
+                    raise ValueError(f"prediction {i} is empty or missing")
+                log.warning("candidate %d is empty or missing: no score", i)
                 continue
             # checked as a file's record is: a number, or a half emoji, is an error naming its item and field
             where = f"{'prediction' if omniscore_call else 'candidate'} {i}"

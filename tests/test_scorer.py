@@ -110,6 +110,25 @@ def test_scores_are_deterministic_and_order_independent(run_and_export):
             scorer.score(**kwargs)
 
 
+def test_pandas_missing_values_are_missing_fields(run_and_export):
+    """A column from pandas marks a missing value with NaN (an empty CSV cell read by ``read_csv``):
+    such a field is left out as ``None`` is, and such a candidate gets no score. NaN was refused as
+    ``source must be a string, got float`` (the ``omniscore`` package fails on it with an AttributeError)."""
+    scorer = Scorer.load(run_and_export[0])
+    nan = float("nan")
+    given = scorer.score(
+        candidates=[*INPUTS["candidates"][:1], np.float64("nan"), *INPUTS["candidates"][2:]],
+        questions=[q if q is not None else nan for q in INPUTS["questions"]],
+        sources=[s if s is not None else np.nan for s in INPUTS["sources"]],
+        tasks=[nan, "qa", "mt", "chat"],
+        langs=["en", nan, "de", "en"],
+    )
+    assert given == scorer.score(**{**INPUTS, "tasks": [None, "qa", "mt", "chat"], "langs": ["en", None, "de", "en"]})
+    assert given[1] is None and given[0] is not None
+    with pytest.raises(ValueError, match="prediction 1 is empty or missing"):
+        scorer.score(predictions=["Paris.", nan])
+
+
 def test_score_cli_jsonl_and_csv(run_and_export, repo_root, tmp_path, capsys):
     run, hf = run_and_export
     out = tmp_path / "out.jsonl"
