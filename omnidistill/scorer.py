@@ -328,7 +328,7 @@ class Scorer:
             "group_id": column(group_ids, "group_ids"),
         }
         tsk, lng = column(tasks or UNKNOWN, "tasks"), column(langs or UNKNOWN, "langs")
-        names = column(None, "ids") if ids is None else [str(i) for i in column(ids, "ids")]
+        names = [None if i is None else str(i) for i in column(ids, "ids")]
         records, keep = [], []
         for i in range(n):
             if texts[i] is None or (isinstance(texts[i], str) and not texts[i].strip()):
