@@ -84,8 +84,11 @@ def test_eval_names_where_a_relative_split_file_was_looked_for(trained_tiny, rep
     err = capsys.readouterr().err
     assert f"data/sample/test.jsonl: file not found (data.test of {run / 'config.yaml'}" in err
     assert f"read from the current directory, {tmp_path}" in err and "--data" in err
-    monkeypatch.chdir(repo_root)  # where the path was written from
+    monkeypatch.chdir(repo_root)  # where the path was written from; a pattern is the files it matches, as in training
+    cfg.data.test = ["data/sample/te*.jsonl"]  # it was refused as `data/sample/te*.jsonl: file not found`
+    dump_config(cfg, run / "config.yaml")
     assert main(["eval", str(run), "--no-plots", "--bootstrap", "0", "--out", str(tmp_path / "ev")]) == 0
+    assert json.loads((tmp_path / "ev" / "test.json").read_text())["meta"]["items"] == 300
 
 
 def test_a_run_before_its_first_dev_evaluation_says_so_and_stays_as_it_is(trained_tiny, tmp_path, capsys):
@@ -249,6 +252,29 @@ def test_a_bad_compare_file_fails_before_the_scoring(trained_tiny, repo_root, tm
     args = ["eval", str(trained_tiny), "--data", str(data), "--no-plots", "--out", str(tmp_path / "e"), "--compare"]
     assert main([*args, f"j={judge}"]) == 2
     assert "judge.jsonl: no prediction for 299 item(s)" in capsys.readouterr().err
+
+
+def test_missing_training_data_is_refused_before_the_model_is_loaded(repo_root, tmp_path, capsys, monkeypatch):
+    """A config for a Hub backbone (configs/mbert.yaml) downloaded the model, then stopped at
+    ``data/omniscore/train.jsonl: file not found``."""
+
+    def no_model(*_a, **_k):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr("omnidistill.train.setup.checked_model", no_model)
+    monkeypatch.chdir(repo_root)  # the tiny config's relative paths
+    config = repo_root / "configs" / "tiny.yaml"
+    for split, files, message in [
+        (
+            "train",
+            "[data/omniscore/train.jsonl]",
+            f"data/omniscore/train.jsonl: file not found (data.train; relative paths are read from the current directory, {repo_root})",
+        ),
+        ("dev", f"[{repo_root}/data/sample/dev-*.jsonl]", "dev-*.jsonl: no file matches this pattern (data.dev)"),
+    ]:
+        assert main(["train", str(config), f"data.{split}={files}", f"train.output_dir={tmp_path / 'run'}"]) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_loss_the_head_cannot_take_is_refused_before_the_data_is_read(trained_run, tmp_path, capsys, monkeypatch):

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from omnidistill.config import DataConfig
 from omnidistill.data.schema import DataError, Record
 from omnidistill.data.sources import RecordStream, read_records
-from omnidistill.storage import expand_patterns, file_identity
+from omnidistill.storage import existing_file, expand_patterns, file_identity
 
 
 def load_split(data: DataConfig, split: str, *, require_labels: bool = True) -> tuple[Sequence[Record], int]:
@@ -50,3 +51,20 @@ def files_shared_with_train(data: DataConfig, split: str) -> list[str]:
         return []
     train = {file_identity(path) for path in expand_patterns(data.train, DataError)}
     return [str(path) for path in expand_patterns(getattr(data, split), DataError) if file_identity(path) in train]
+
+
+def check_split_files(data: DataConfig, split: str, origin: str, advice: str = "") -> None:
+    """Refuse a file or glob pattern of ``data.<split>`` that is not there, before anything costly (a
+    model download, a scoring program) runs for a split that cannot be read. The error names it, where
+    it came from (``origin``: ``data.train``, or a run's config) and, for a relative path, the current
+    directory it was looked for in; ``advice`` follows. TFDS splits are checked where they are read."""
+    if data.tfds is not None:
+        return
+    for name in getattr(data, split):
+        relative = "://" not in str(name) and not Path(name).is_absolute()
+        where = f"{origin}; relative paths are read from the current directory, {Path.cwd()}" if relative else origin
+        try:
+            for path in expand_patterns([name], DataError):
+                existing_file(path, DataError)
+        except DataError as err:
+            raise DataError(f"{err} ({where}){advice}") from None

@@ -13,9 +13,8 @@ import jax
 
 from omnidistill import strict_json
 from omnidistill.data.level_dist import level_std
-from omnidistill.data.schema import DataError
 from omnidistill.data.sources import read_records, refuse_duplicate_ids
-from omnidistill.data.splits import load_split
+from omnidistill.data.splits import check_split_files, load_split
 from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.compare import compare_judges, comparison_markdown, load_predictions
@@ -26,7 +25,7 @@ from omnidistill.eval.program import ScoringProgram
 from omnidistill.eval.report import build_report, mean_baseline, train_mean_labels, write_report
 from omnidistill.eval.uncertainty import uncertainty_report
 from omnidistill.runs.load import load_trained, scoring_dtype
-from omnidistill.storage import files_at_hand, is_file
+from omnidistill.storage import files_at_hand
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +41,6 @@ def train_mean_baseline(cfg: Any, records: list, model_mae: float) -> dict | Non
     except ValueError as err:
         log.warning("%s", err)
         return None
-
-
-def check_split_files(data: Any, split: str, run_dir: Path) -> None:
-    """Name where a missing file of the run's ``data.<split>`` was looked for: the config keeps paths as
-    given, so a relative one is read from the current directory, which may not be where training ran."""
-    for name in getattr(data, split):
-        if not is_file(name):
-            relative = "://" not in str(name) and not Path(name).is_absolute()
-            where = f"; relative paths are read from the current directory, {Path.cwd()}" if relative else ""
-            raise DataError(f"{name}: file not found (data.{split} of {run_dir / 'config.yaml'}{where}): pass --data FILE")
 
 
 def evaluate_run(
@@ -99,7 +88,7 @@ def evaluate_run(
     if files:
         records, skipped = read_records(files, skip_invalid=cfg.data.skip_invalid)
     else:
-        check_split_files(cfg.data, split, run_dir)
+        check_split_files(cfg.data, split, f"data.{split} of {run_dir / 'config.yaml'}", ": pass --data FILE")
         records, skipped = load_split(cfg.data, split)
         files = (
             list(getattr(cfg.data, split)) or [f"tfds:{cfg.data.tfds.name}/{split}"] if cfg.data.tfds else list(getattr(cfg.data, split))

@@ -20,7 +20,7 @@ from omnidistill.config import Config
 from omnidistill.config.unused import idle_settings
 from omnidistill.data.pipeline import PackSpec, bucket_length, packed_train_dataset, train_dataset, with_workers
 from omnidistill.data.schema import Record
-from omnidistill.data.splits import files_shared_with_train, load_split, stream_split
+from omnidistill.data.splits import check_split_files, files_shared_with_train, load_split, stream_split
 from omnidistill.data.token_cache import TokenCache, cached_examples
 from omnidistill.data.tokenize import TRUNCATION_SAMPLE, EncodedInputs, RecordEncoder, count_truncated
 from omnidistill.dimensions import DIMENSIONS, NUM_LEVELS
@@ -349,9 +349,11 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     if resume and not resuming:  # a requeued job before its first checkpoint, or a mistyped train.output_dir
         log.warning("--resume: %s has no checkpoint yet (%s); training starts at step 0", run_dir,
                     "the folder exists" if run_dir.is_dir() else "no such folder")  # fmt: skip
-    loaded, encoder = checked_model(cfg, shapes_only=resuming)
     if not cfg.data.train and cfg.data.tfds is None:
         raise TrainError("data.train names no file (or set data.tfds)")
+    for split in ("train", "dev"):  # before the model: a Hub model is not downloaded for data that is not there
+        check_split_files(cfg.data, split, f"data.{split}")
+    loaded, encoder = checked_model(cfg, shapes_only=resuming)
     train_records, skipped = training_records(cfg, encoder)
     if resuming:
         check_same_batches(run_dir, cfg, len(train_records))

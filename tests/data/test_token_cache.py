@@ -111,6 +111,9 @@ def test_prepare_then_train_reads_the_cache_and_trains_identically(tmp_path, rep
     """A run reading ``omnidistill prepare``'s cache trains exactly as the session's shared run, which
     tokenized on the fly with the same configuration: the same losses, the same final parameters."""
     monkeypatch.chdir(repo_root)
+    # a split whose file is missing stops prepare before any cache is built (it stopped after train's)
+    assert main(["prepare", "configs/tiny.yaml", f"data.token_cache={tmp_path / 'tc'}", "data.test=[data/sample/tst.jsonl]"]) == 2
+    assert not (tmp_path / "tc").exists()
     # the shared run's shapes and schedule (one bucket; several buckets from the cache:
     # test_batches_from_the_cache_equal_batches_tokenized_on_the_fly): its compiled steps serve this run
     assert main(["prepare", "configs/tiny.yaml", f"data.token_cache={tmp_path / 'tc'}"]) == 0
