@@ -127,6 +127,10 @@ def test_every_run_is_checked_before_the_first_trains(tmp_path, repo_root, capsy
     path.write_text("\n".join([*lines, f"  elsewhere: [train.output_dir={tmp_path / 'mine'}]"]) + "\n")
     assert main(["sweep", str(path), "--output-dir", str(out)]) == 2
     assert f"{path}:4: runs.elsewhere: train.output_dir is the sweep's: each run trains into {out}/<run name>" in capsys.readouterr().err
+    # a run reading other data whose file is missing stopped the sweep after the runs before it had trained
+    path.write_text("\n".join([*lines, "  other_data: ['data.dev=[data/sample/dev-v2.jsonl]']"]) + "\n")
+    assert main(["sweep", str(path), "--output-dir", str(out)]) == 2
+    assert f"{path}:4: runs.other_data: data/sample/dev-v2.jsonl: file not found (data.dev;" in capsys.readouterr().err
     path.write_text("\n".join([*lines[:1], "overrides: [train.output_dir=x]", *lines[1:]]) + "\n")
     assert main(["sweep", str(path), "--output-dir", str(out)]) == 2
     assert f"{path}:2: overrides: train.output_dir is the sweep's" in capsys.readouterr().err

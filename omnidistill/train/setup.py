@@ -320,11 +320,21 @@ def train_compiler_options(cfg: Config) -> dict[str, Any]:
     return checked_compiler_options(train_step_compiler_options(cfg.train.compiler_options), "train.compiler_options")
 
 
+def check_training_files(cfg: Config) -> None:
+    """Refuse ``data.train`` and ``data.dev`` files (or glob patterns) that are not there, and a run
+    with no training data; TFDS splits are checked where they are read."""
+    if not cfg.data.train and cfg.data.tfds is None:
+        raise TrainError("data.train names no file (or set data.tfds)")
+    for split in ("train", "dev"):
+        check_split_files(cfg.data, split, f"data.{split}")
+
+
 def check_run_config(cfg: Config) -> None:
-    """Refuse a config that training would refuse after reading its data: the model (family, arch,
-    head, pooling, ``init_from``'s names and shapes), the input settings, the loss, the LR groups and
-    the train step's XLA options, all checked from shapes, with no weights read or initialised. A
-    sweep checks every run this way before the first one trains."""
+    """Refuse a config that training would refuse after reading its data: the data files that are not
+    there, the model (family, arch, head, pooling, ``init_from``'s names and shapes), the input settings,
+    the loss, the LR groups and the train step's XLA options, all checked from shapes, with no weights
+    read or initialised. A sweep checks every run this way before the first one trains."""
+    check_training_files(cfg)
     train_compiler_options(cfg)
     loaded, _ = checked_model(cfg, shapes_only=True)
     build_optimizer(cfg.optim, nnx.to_pure_dict(nnx.state(loaded.model, nnx.Param)), 1, pretrained_pooler=loaded.pretrained_pooler)
@@ -349,10 +359,7 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     if resume and not resuming:  # a requeued job before its first checkpoint, or a mistyped train.output_dir
         log.warning("--resume: %s has no checkpoint yet (%s); training starts at step 0", run_dir,
                     "the folder exists" if run_dir.is_dir() else "no such folder")  # fmt: skip
-    if not cfg.data.train and cfg.data.tfds is None:
-        raise TrainError("data.train names no file (or set data.tfds)")
-    for split in ("train", "dev"):  # before the model: a Hub model is not downloaded for data that is not there
-        check_split_files(cfg.data, split, f"data.{split}")
+    check_training_files(cfg)  # before the model: a Hub model is not downloaded for data that is not there
     loaded, encoder = checked_model(cfg, shapes_only=resuming)
     train_records, skipped = training_records(cfg, encoder)
     if resuming:
