@@ -190,8 +190,9 @@ def unknown_fields_error(unknown: set[str], where: str) -> DataError:
     """The error for fields outside the schema, each with the schema's name for it where one is likely
     (an alias from :data:`FIELD_ALIASES`, else the nearest field name)."""
     named = []
+    names = sorted(KNOWN_FIELDS | set(DIMENSIONS))  # a label dimension may be a field of its own (``clarty``: ``clarity``)
     for name in sorted(unknown):
-        close = FIELD_ALIASES.get(name.lower()) or next(iter(difflib.get_close_matches(name, sorted(KNOWN_FIELDS), n=1)), None)
+        close = FIELD_ALIASES.get(name.lower()) or next(iter(difflib.get_close_matches(name, names, n=1)), None)
         named.append(f"{name} (the schema's {close}?)" if close else name)
     return DataError(f"{where}: unknown field(s) {', '.join(named)}")
 

@@ -87,7 +87,7 @@ def _jsonl_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
         if "\\u" in text and (error := surrogate_error(obj, where)) is not None:  # only a \u escape makes one
             yield where, error
             continue
-        yield where, obj
+        yield _labels_from_columns(where, obj) if isinstance(obj, dict) else (where, obj)
 
 
 class _RepeatedKey(Exception):
@@ -135,8 +135,23 @@ def _parquet_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
             if batch is None:
                 return
             for row in batch.to_pylist():
-                yield f"{name}:row {i}", {k: _drop_nulls(v) for k, v in row.items() if v is not None}
+                yield _labels_from_columns(f"{name}:row {i}", {k: _drop_nulls(v) for k, v in row.items() if v is not None})
                 i += 1
+
+
+def _labels_from_columns(where: str, obj: dict[str, Any]) -> tuple[str, Any]:
+    """A record with label dimensions as fields of their own (``{"clarity": 4, ...}``: how pandas writes
+    a DataFrame's columns with ``to_json(orient="records", lines=True)`` or ``to_parquet``, and what a
+    CSV file's columns are) has them folded into ``labels``; a null is a missing label. A record that
+    also has ``labels`` is that record's error."""
+    flat = [dim for dim in DIMENSIONS if dim in obj]
+    if not flat:
+        return where, obj
+    if "labels" in obj:
+        return where, DataError(f"{where}: labels given twice, in labels and in the field(s) {', '.join(flat)}")
+    labels = {dim: obj.pop(dim) for dim in flat}
+    obj["labels"] = {dim: value for dim, value in labels.items() if value is not None}
+    return where, obj
 
 
 def _drop_nulls(value: Any) -> Any:

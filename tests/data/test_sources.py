@@ -59,6 +59,10 @@ def test_missing_dimension_is_none_not_zero(tmp_path):
             r"d\.jsonl:2: unknown field\(s\) mt \(the schema's candidate\?\), src \(the schema's source\?\)$",
         ),
         (json.dumps({**GOOD, "extra_note": "x"}), r"d\.jsonl:2: unknown field\(s\) extra_note$"),  # nothing close: no guess
+        (  # a label dimension as a field of its own, misspelt
+            json.dumps({"candidate": "x", "clarty": 4}),
+            r"d\.jsonl:2: unknown field\(s\) clarty \(the schema's clarity\?\)$",
+        ),
     ],
 )
 def test_malformed_line_names_file_and_line(tmp_path, bad, pattern):
@@ -117,7 +121,7 @@ def test_a_lone_surrogate_is_the_records_error_and_a_pair_is_its_character(tmp_p
         read_records(path)
 
 
-def test_parquet_rows_are_read_and_validated(tmp_path):
+def test_parquet_rows_are_read_and_validated_and_labels_may_be_columns(tmp_path):
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
     rows = [GOOD, {**GOOD, "id": "b", "labels": {"informativeness": 9.0, "clarity": 2.0}}]
@@ -127,6 +131,24 @@ def test_parquet_rows_are_read_and_validated(tmp_path):
         read_records(tmp_path / "d.parquet")
     records, skipped = read_records(tmp_path / "d.parquet", skip_invalid=True)
     assert [r.id for r in records] == ["a"] and skipped == 1
+    # label dimensions as columns, as pandas' to_parquet writes a DataFrame (they were "unknown field(s)
+    # clarity, ..."): the same records as a labels struct; a null cell is a missing label
+    flat = [{**{k: v for k, v in row.items() if k != "labels"}, **row["labels"]} for row in rows[:1]]
+    flat.append({"id": "c", "candidate": "x", "informativeness": 2, "clarity": None})
+    pq.write_table(pa.Table.from_pylist(flat), tmp_path / "flat.parquet")
+    records, _ = read_records(tmp_path / "flat.parquet")
+    assert records[0] == read_records(tmp_path / "d.parquet", skip_invalid=True)[0][0]
+    assert records[1].labels == (2.0, None, None, None)  # in dimension order
+    # the same in JSONL (pandas' to_json(orient="records", lines=True)), where null is a missing label
+    write_lines(tmp_path / "flat.jsonl", [json.dumps(row) for row in flat])
+    assert read_records(tmp_path / "flat.jsonl")[0] == records
+    both = [{**rows[0], "clarity": 3.0}]
+    pq.write_table(pa.Table.from_pylist(both), tmp_path / "both.parquet")
+    with pytest.raises(DataError, match=r"both\.parquet:row 0: labels given twice, in labels and in the field\(s\) clarity"):
+        read_records(tmp_path / "both.parquet")
+    write_lines(tmp_path / "both.jsonl", [json.dumps(row) for row in both])
+    with pytest.raises(DataError, match=r"both\.jsonl:1: labels given twice"):
+        read_records(tmp_path / "both.jsonl")
 
 
 @pytest.mark.parametrize("kind", ["jsonl", "csv", "csv.gz"])
