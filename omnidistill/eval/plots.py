@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -12,27 +13,27 @@ from omnidistill.data.schema import Record
 from omnidistill.dimensions import DIMENSIONS
 
 
-def _pyplot():
-    import matplotlib
+def _figure(rows: int, cols: int, figsize: tuple[float, float], **share: bool) -> tuple[Any, Any]:
+    """A figure and its axes, without pyplot: pyplot's global state (and ``matplotlib.use``, which this
+    module called) would switch the backend of a notebook or an application that evaluates in-process,
+    whose own plots then stop showing. Saved as PNG by matplotlib's Agg renderer all the same."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(rows, cols, **share)
 
 
 def write_plots(records: Sequence[Record], pred: np.ndarray, report: dict, out_dir: str | Path, prefix: str = "test") -> list[Path]:
     """Write ``<prefix>_pred_vs_gold.png``, ``<prefix>_error_by_group.png``, ``<prefix>_histograms.png``."""
     from omnidistill.eval.report import gold_arrays
 
-    plt = _pyplot()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     gold, mask = gold_arrays(records)
     rng = np.random.default_rng(0)
     paths = []
 
-    fig, axes = plt.subplots(2, 2, figsize=(9, 8), sharex=True, sharey=True)
+    fig, axes = _figure(2, 2, (9, 8), sharex=True, sharey=True)
     for d, (ax, dim) in enumerate(zip(axes.flat, DIMENSIONS, strict=True)):
         g, p = gold[mask[:, d], d], pred[mask[:, d], d]
         ax.scatter(g + rng.uniform(-0.12, 0.12, g.shape), p, s=8, alpha=0.5)
@@ -48,9 +49,8 @@ def write_plots(records: Sequence[Record], pred: np.ndarray, report: dict, out_d
     fig.tight_layout()
     paths.append(out_dir / f"{prefix}_pred_vs_gold.png")
     fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = _figure(1, 2, (11, 4))
     for ax, section, label in ((axes[0], "by_task", "task"), (axes[1], "by_lang", "language")):
         names = list(report[section])
         ax.bar(names, [report[section][n]["mae"] for n in names], color="tab:blue")
@@ -61,9 +61,8 @@ def write_plots(records: Sequence[Record], pred: np.ndarray, report: dict, out_d
     fig.tight_layout()
     paths.append(out_dir / f"{prefix}_error_by_group.png")
     fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
 
-    fig, axes = plt.subplots(1, 4, figsize=(14, 3.4), sharey=True)
+    fig, axes = _figure(1, 4, (14, 3.4), sharey=True)
     bins = np.linspace(1, 5, 17)
     for d, (ax, dim) in enumerate(zip(axes, DIMENSIONS, strict=True)):
         ax.hist(gold[mask[:, d], d], bins=bins, alpha=0.6, label="gold")
@@ -73,16 +72,14 @@ def write_plots(records: Sequence[Record], pred: np.ndarray, report: dict, out_d
     fig.tight_layout()
     paths.append(out_dir / f"{prefix}_histograms.png")
     fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
     return paths
 
 
 def write_calibration_plot(report: dict, path: str | Path) -> Path:
     """``path``: expected vs observed absolute error, and Acc@±1, by confidence bin."""
-    plt = _pyplot()
     bins = report["calibration"]
     x = np.arange(1, len(bins) + 1)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = _figure(1, 2, (11, 4))
     expected, observed = [b["expected_abs_error"] for b in bins], [b["abs_error"] for b in bins]
     axes[0].plot(expected, observed, "o-", label="bins (most confident first)")
     top = max([*expected, *observed, 0.1])
@@ -99,5 +96,4 @@ def write_calibration_plot(report: dict, path: str | Path) -> Path:
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
