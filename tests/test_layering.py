@@ -1,9 +1,11 @@
-"""The package reads top-down: no import cycles, ``eval`` never imports ``train``, and the library never
-imports the benchmarks or tools (CONTRIBUTING.md, "How the package is layered")."""
+"""The package reads top-down: each module imports only its own layer and those above it, as
+CONTRIBUTING.md lists them ("How the package is layered"), with no import cycles, and the library never
+imports the benchmarks or tools."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,18 +75,47 @@ def test_no_import_cycles():
     assert cycles(import_graph()) == []
 
 
-def test_eval_never_imports_train():
-    graph = import_graph()
-    bad = {m: sorted(t for t in ts if t.startswith("omnidistill.train")) for m, ts in graph.items() if m.startswith("omnidistill.eval")}
-    assert not {m: ts for m, ts in bad.items() if ts}
+def documented_layers() -> list[list[str]]:
+    """The rows of CONTRIBUTING.md's layer list, top (imported by all) to bottom, as module prefixes:
+    ``models/`` -> ``omnidistill.models``, ``losses.py`` -> ``omnidistill.losses``."""
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    block = text.split("## How the package is layered", 1)[1].split("```", 2)[1]
+    rows = []
+    for line in block.splitlines():
+        names = re.match(r"^((?:[\w.]+(?:/|\.py)\s+)+)", line + " ")
+        if names:
+            rows.append([f"omnidistill.{name.rstrip('/').removesuffix('.py')}" for name in names.group(1).split()])
+    return [row for row in rows if row != ["omnidistill.tools"]]
 
 
-def test_lower_layers_do_not_import_higher_ones():
-    higher = tuple(f"omnidistill.{m}" for m in ("train", "eval", "export", "label", "cli", "scorer"))
-    lower = tuple(f"omnidistill.{m}" for m in ("models", "data", "parallel", "runs", "config", "losses"))
+def layer_of(module: str, layers: list[list[str]]) -> int | None:
+    for i, row in enumerate(layers):
+        if any(module == prefix or module.startswith(prefix + ".") for prefix in row):
+            return i
+    return None
+
+
+def test_every_module_imports_only_its_own_layer_and_those_above():
+    layers = documented_layers()
+    assert len(layers) == 8 and layers[0][0] == "omnidistill.config" and layers[-1][0] == "omnidistill.cli"
     graph = import_graph()
-    bad = {m: sorted(t for t in ts if t.startswith(higher)) for m, ts in graph.items() if m.startswith(lower)}
-    assert not {m: ts for m, ts in bad.items() if ts}
+    unplaced = sorted(m for m in graph if m != "omnidistill" and layer_of(m, layers) is None)
+    assert not unplaced, f"modules in no row of CONTRIBUTING.md's layer list: {unplaced}"
+    upward = sorted(
+        f"{m} -> {t}"
+        for m, targets in graph.items()
+        for t in targets
+        if m != "omnidistill" and t != "omnidistill" and layer_of(t, layers) > layer_of(m, layers)
+    )
+    assert not upward, f"imports of a later layer: {upward}"
+
+
+def test_the_layer_check_reads_the_rows():
+    layers = [["omnidistill.config"], ["omnidistill.models", "omnidistill.data"], ["omnidistill.train"]]
+    assert layer_of("omnidistill.data.splits", layers) == 1 and layer_of("omnidistill.train", layers) == 2
+    assert layer_of("omnidistill.datax", layers) is None and layer_of("omnidistill.cli", layers) is None
+    row = ["omnidistill.export", "omnidistill.scorer", "omnidistill.score_file", "omnidistill.label", "omnidistill.sweep"]
+    assert row in documented_layers()
 
 
 def test_the_library_does_not_import_benchmarks_or_tools():
