@@ -101,6 +101,11 @@ def files_at_hand(paths: Sequence[str | os.PathLike]) -> list[str]:
     return found
 
 
+OTHER_FORMATS = {".csv": "CSV", ".tsv": "TSV", ".parquet": "Parquet", ".pq": "Parquet", ".xlsx": "Excel", ".arrow": "Arrow"}
+"""Output names whose format is not JSONL: the ``score`` and ``label`` outputs under such a name would be
+JSONL all the same, which that format's readers (``pandas.read_parquet``, ``read_csv``) refuse or misread."""
+
+
 def output_file(output: str | os.PathLike, inputs: Sequence[str | os.PathLike], what: str) -> Path:
     """``output`` checked before any work: not a folder and not one of ``inputs`` (writing ``what`` over
     it would lose the items); its folder is made. Returns it as a :class:`Path`."""
@@ -109,6 +114,11 @@ def output_file(output: str | os.PathLike, inputs: Sequence[str | os.PathLike], 
         raise ValueError(
             f"--output {output}: the {what} are written as plain JSONL, a line at a time; "
             f"name a .jsonl file and compress it when it is complete"
+        )
+    if output.suffix.lower() in OTHER_FORMATS:  # JSONL under such a name: the format's own readers refuse it
+        raise ValueError(
+            f"--output {output}: the {what} are written as JSONL, a line at a time, not as {OTHER_FORMATS[output.suffix.lower()]}; "
+            f"name a .jsonl file and convert it when it is complete (e.g. pandas.read_json(PATH, lines=True).to_parquet(...))"
         )
     if output.is_dir():
         raise ValueError(f"--output {output} is a folder: name the JSONL file to write")

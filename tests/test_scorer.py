@@ -208,6 +208,9 @@ def test_score_cli_checks_its_paths_before_loading_the_model(run_and_export, rep
         (["--input", str(sample), "--output", str(tmp_path / "done.jsonl")], "exists: pass --resume"),
         (["--input", str(sample), "--output", str(tmp_path), "--resume"], "is a folder: name the JSONL file"),
         (["--input", str(sample), "--output", str(tmp_path / "o.jsonl.gz")], "written as plain JSONL, a line at a time"),
+        # JSONL was written under these names, which pandas.read_parquet and read_csv then refuse or misread
+        (["--input", str(sample), "--output", str(tmp_path / "o.parquet")], "written as JSONL, a line at a time, not as Parquet"),
+        (["--input", str(sample), "--output", str(tmp_path / "o.CSV")], "not as CSV; name a .jsonl file"),
         # a pattern is expanded before the output check, so it cannot take the output for an input
         (["--input", str(tmp_path / "*.jsonl"), "--output", str(tmp_path / "done.jsonl"), "--resume"], "is one of the inputs"),
         (["--input", str(tmp_path / "x-*.jsonl"), "--output", str(tmp_path / "o.jsonl")], "x-*.jsonl: no file matches this pattern"),
