@@ -134,9 +134,15 @@ def _parquet_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
                 raise DataError(f"{path}: cannot read Parquet: {err}") from None
             if batch is None:
                 return
-            for row in batch.to_pylist():
-                yield _labels_from_columns(f"{name}:row {i}", {k: _drop_nulls(v) for k, v in row.items() if v is not None})
+            for row in batch.to_pylist():  # pandas' index, where to_parquet stores it as a column, is not a field
+                fields = {k: _drop_nulls(v) for k, v in row.items() if v is not None and not _PANDAS_INDEX.fullmatch(k)}
+                yield _labels_from_columns(f"{name}:row {i}", fields)
                 i += 1
+
+
+_PANDAS_INDEX = re.compile(r"__index_level_\d+__")
+"""How ``DataFrame.to_parquet`` names the columns of an index that is not a plain range (a range is
+stored in the file's metadata only)."""
 
 
 def _labels_from_columns(where: str, obj: dict[str, Any]) -> tuple[str, Any]:
@@ -207,7 +213,7 @@ def _csv_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
             count = len(reader.fieldnames or ()) + len(extra or ()) - len(short)
             yield where, DataError(f"{where}: {count} values for the header's {len(reader.fieldnames or ())} columns (an unquoted comma?)")
             continue
-        obj: dict[str, Any] = {k: v for k, v in row.items() if v != "" and k not in DIMENSIONS}
+        obj: dict[str, Any] = {k: v for k, v in row.items() if v != "" and k and k not in DIMENSIONS}
         labels = {}
         for dim in DIMENSIONS:
             if row.get(dim) not in (None, ""):
@@ -259,8 +265,13 @@ def _check_csv_header(path: epath.Path, columns: list[str]) -> None:
     keeps the last column's value under that name), or one column holding another delimiter's
     names (a semicolon- or tab-separated file, which would be read as one field per row); and a column
     of the schema's objects (``labels``: each of its values would be refused, row by row)."""
-    if (column := _first_repeat(columns)) is not None:
+    if (column := _first_repeat([c for c in columns if c])) is not None:
         raise DataError(f"{path}:1: column {column!r} appears twice in the header; each column can be read only once")
+    if unnamed := [i for i, c in enumerate(columns, start=1) if not c]:
+        log.warning(
+            "%s: header column(s) %s have no name and are not read (pandas' to_csv writes its index so; index=False leaves it out)",
+            path, ", ".join(map(str, unnamed)),
+        )  # fmt: skip
     if len(columns) == 1 and (found := next((d for d in (";", "\t", "|") if d in columns[0]), None)):
         one = columns[0][:60]
         raise DataError(f"{path}:1: the header is one column, {one!r}: CSV is read comma-separated; this looks {found!r}-separated")

@@ -162,3 +162,18 @@ def test_a_csv_header_that_would_misread_every_row_is_refused(tmp_path, header, 
     )
     with pytest.raises(DataError, match=message):
         read_records([str(path)], require_labels=False, skip_invalid=True)
+
+
+def test_the_index_pandas_writes_is_not_read_as_a_field(tmp_path, caplog):
+    """``DataFrame.to_csv`` writes the index as a first column with no name (the rows were refused as
+    ``unknown field(s) `` with an empty name), and ``to_parquet`` an index that is not a plain range as a
+    column ``__index_level_0__``: neither is read, and the unnamed CSV column is warned about."""
+    csv_path = tmp_path / "df.csv"
+    csv_path.write_text(",id,candidate,clarity,\n7,a,c1,3,\n9,b,c2,4,x\n", encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        records, skipped = read_records([str(csv_path)])
+    assert [(r.id, r.candidate, r.labels[1]) for r in records] == [("a", "c1", 3.0), ("b", "c2", 4.0)] and skipped == 0
+    assert "df.csv: header column(s) 1, 5 have no name and are not read (pandas' to_csv writes its index so" in caplog.text
+    table = pa.Table.from_pylist([{"__index_level_0__": 7, "id": "a", "candidate": "c1", "clarity": 3.0}])
+    pq.write_table(table, tmp_path / "df.parquet")
+    assert read_records([str(tmp_path / "df.parquet")])[0] == records[:1]
