@@ -66,6 +66,7 @@ def _jsonl_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
     # Physical lines end at "\n" only: a lone "\r" inside a line (legal JSON whitespace, or an error
     # in a string) must not split it, or every later line number shifts. "\r\n" endings are accepted.
     name = str(path)  # once: an epath's str() costs a path join
+    first = True
     for lineno, line in enumerate(_physical_lines(path), start=1):
         where = f"{name}:{lineno}"
         line = line.removesuffix(b"\n").removesuffix(b"\r")
@@ -76,6 +77,9 @@ def _jsonl_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
         except UnicodeDecodeError as err:
             yield where, DataError(f"{where}: not valid UTF-8 ({err.reason} at byte {err.start})")
             continue
+        if first:
+            _refuse_one_json_document(name, text)
+            first = False
         try:
             obj = json.loads(text, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as err:
@@ -88,6 +92,21 @@ def _jsonl_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
             yield where, error
             continue
         yield _labels_from_columns(where, obj) if isinstance(obj, dict) else (where, obj)
+
+
+def _refuse_one_json_document(name: str, first_line: str) -> None:
+    """Refuse, as the whole file's error, a file that is one JSON document rather than JSON Lines: an array
+    (``[`` first: pandas' ``to_json(orient="records")``, ``json.dump`` of a list) or an object printed over
+    several lines (``{`` alone). Read line by line, each line was "invalid JSON" or "got list", which
+    ``--skip-invalid`` skipped down to "no valid records"."""
+    head = first_line.strip().removeprefix("\ufeff")
+    if head.startswith("[") or head == "{":
+        kind = "a JSON array" if head.startswith("[") else "one JSON object printed over several lines"
+        fix = "jq -c '.[]'" if head.startswith("[") else "jq -c ."
+        raise DataError(
+            f"{name}: the file is {kind}, not JSON Lines: records are read one JSON object per line. Write them so "
+            f'(pandas: to_json(orient="records", lines=True); or {fix} {name})'
+        )
 
 
 class _RepeatedKey(Exception):

@@ -177,3 +177,21 @@ def test_the_index_pandas_writes_is_not_read_as_a_field(tmp_path, caplog):
     table = pa.Table.from_pylist([{"__index_level_0__": 7, "id": "a", "candidate": "c1", "clarity": 3.0}])
     pq.write_table(table, tmp_path / "df.parquet")
     assert read_records([str(tmp_path / "df.parquet")])[0] == records[:1]
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ('[{"id": "a", "candidate": "x"}, {"id": "b", "candidate": "y"}]\n', "a JSON array"),  # to_json(orient="records")
+        ('[\n  {\n    "id": "a",\n    "candidate": "x"\n  }\n]\n', "a JSON array"),  # json.dump(rows, f, indent=2)
+        ('\n{\n  "id": "a",\n  "candidate": "x"\n}\n', "one JSON object printed over several lines"),
+    ],
+)
+def test_a_file_that_is_one_json_document_is_named_as_such(tmp_path, text, kind):
+    """Read line by line, such a file was "line 1: invalid JSON" (or "got list"), and with
+    --skip-invalid "no valid records"; it is the whole file's error, saying how to write JSON Lines."""
+    path = tmp_path / "d.json"
+    path.write_text(text, encoding="utf-8")
+    for skip in (False, True):
+        with pytest.raises(DataError, match=rf"d\.json: the file is {kind}, not JSON Lines: .*to_json\(orient=\"records\", lines=True\)"):
+            read_records([str(path)], require_labels=False, skip_invalid=skip)
