@@ -36,7 +36,7 @@ def test_train_writes_checkpoints_logs_and_dev_report(trained_run):
 def test_refuses_to_overwrite_then_resumes(trained_run, capsys, bert_random_draws):
     run, args = trained_run
     assert main(args) == 2
-    assert "--resume" in capsys.readouterr().err
+    assert "--resume (train(cfg, resume=True) from Python)" in capsys.readouterr().err
     assert bert_random_draws == []  # refused before building the model
     shutil.rmtree(run / "checkpoints" / "6")  # as if the run had died after step 3's checkpoint
     assert main([*args, "--resume"]) == 0  # the same configuration: the session's compiled step again

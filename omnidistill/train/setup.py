@@ -355,7 +355,10 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     compiler_options = train_compiler_options(cfg)
     resuming = bool(saved_steps(run_dir))
     if resuming and not resume:
-        raise TrainError(f"{run_dir} already has checkpoints: pass --resume to continue, or set train.output_dir to a new directory")
+        raise TrainError(
+            f"{run_dir} already has checkpoints: pass --resume (train(cfg, resume=True) from Python) to continue, "
+            "or set train.output_dir to a new directory"
+        )
     if resume and not resuming:  # a requeued job before its first checkpoint, or a mistyped train.output_dir
         log.warning("--resume: %s has no checkpoint yet (%s); training starts at step 0", run_dir,
                     "the folder exists" if run_dir.is_dir() else "no such folder")  # fmt: skip
