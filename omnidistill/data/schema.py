@@ -189,12 +189,20 @@ FIELD_ALIASES = {
 def unknown_fields_error(unknown: set[str], where: str) -> DataError:
     """The error for fields outside the schema, each with the schema's name for it where one is likely
     (an alias from :data:`FIELD_ALIASES`, else the nearest field name)."""
-    named = []
+    named, unmatched = [], False
     names = sorted(KNOWN_FIELDS | set(DIMENSIONS))  # a label dimension may be a field of its own (``clarty``: ``clarity``)
     for name in sorted(unknown):
         close = FIELD_ALIASES.get(name.lower()) or next(iter(difflib.get_close_matches(name, names, n=1)), None)
         named.append(f"{name} (the schema's {close}?)" if close else name)
-    return DataError(f"{where}: unknown field(s) {', '.join(named)}")
+        unmatched = unmatched or close is None
+    # a column of the user's own (a system name, a timestamp): say why it is refused and what to do
+    advice = (
+        "; only the schema's fields are read, and others are refused so that a misspelt one is never ignored: "
+        "drop them, keeping an id to join the results back on"
+        if unmatched
+        else ""
+    )
+    return DataError(f"{where}: unknown field(s) {', '.join(named)}{advice}")
 
 
 def validate_record(obj: Any, where: str, *, require_labels: bool = True) -> Record:

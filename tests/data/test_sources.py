@@ -58,7 +58,10 @@ def test_missing_dimension_is_none_not_zero(tmp_path):
             json.dumps({"src": "Der Mond.", "mt": "The Moon.", "labels": GOOD["labels"]}),
             r"d\.jsonl:2: unknown field\(s\) mt \(the schema's candidate\?\), src \(the schema's source\?\)$",
         ),
-        (json.dumps({**GOOD, "extra_note": "x"}), r"d\.jsonl:2: unknown field\(s\) extra_note$"),  # nothing close: no guess
+        (  # nothing close: no guess, but why it is refused and what to do (a column of the user's own)
+            json.dumps({**GOOD, "extra_note": "x"}),
+            r"d\.jsonl:2: unknown field\(s\) extra_note; only the schema's fields are read, .*: drop them, keeping an id to join",
+        ),
         (  # a label dimension as a field of its own, misspelt
             json.dumps({"candidate": "x", "clarty": 4}),
             r"d\.jsonl:2: unknown field\(s\) clarty \(the schema's clarity\?\)$",
