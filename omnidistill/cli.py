@@ -114,7 +114,7 @@ def _score(args: argparse.Namespace) -> int:
     from omnidistill.score_file import check_paths, score_file
     from omnidistill.scorer import Scorer
 
-    inputs, _ = check_paths(args.input, args.output, args.resume)  # before the model is loaded
+    inputs, _ = check_paths(args.input, args.output, args.resume, args.keep_fields)  # before the model is loaded
     scorer = Scorer.load(
         args.model,
         batch_size=args.batch_size,
@@ -123,7 +123,16 @@ def _score(args: argparse.Namespace) -> int:
         compiler_options=dict(args.xla_option),
         compute_dtype=args.dtype,
     )
-    done = score_file(scorer, inputs, args.output, resume=args.resume, skip_invalid=args.skip_invalid, chunk=args.chunk, progress=True)
+    done = score_file(
+        scorer,
+        inputs,
+        args.output,
+        resume=args.resume,
+        skip_invalid=args.skip_invalid,
+        chunk=args.chunk,
+        progress=True,
+        keep_fields=args.keep_fields,
+    )
     resumed = f" (kept {done['resumed']} already scored, scored {done['scored']})" if args.resume else ""
     skipped = f"; {done['skipped']} invalid skipped" if done["skipped"] else ""
     print(f"scored {done['items']} items with {scorer.source} -> {args.output}{resumed}{skipped}")
@@ -376,6 +385,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=TOKENS_HELP.format(default="a run's eval.batch_tokens; else 1024 on one CPU device, 0 otherwise"),
     )
     p.add_argument("--skip-invalid", action="store_true", help="skip malformed lines (counted) instead of failing on the first")
+    p.add_argument(
+        "--keep-fields",
+        type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
+        default=[],
+        metavar="NAME[,NAME]",
+        help="fields of your own (outside the schema, e.g. system) to read and write back beside the scores, never model input",
+    )
     p.add_argument(
         "--resume", action="store_true", help="continue an interrupted OUTPUT: keep its complete lines (checked by id), score the rest"
     )

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from omnidistill.data.schema import DataError, Record
+from omnidistill.data.schema import KNOWN_FIELDS, DataError, Record
 from omnidistill.data.sources import RecordStream, refuse_duplicate_ids
 from omnidistill.data.tokenize import EncodedInputs, RecordEncoder
 from omnidistill.dimensions import DIMENSIONS
@@ -34,7 +34,7 @@ from omnidistill.storage import existing_file, expand_patterns, output_file
 log = logging.getLogger(__name__)
 
 CHUNK = 4096
-OUTPUT_FIELDS = tuple(f.name for f in dataclasses.fields(Record) if f.name not in ("labels", "annotations", "label_dist"))
+OUTPUT_FIELDS = tuple(f.name for f in dataclasses.fields(Record) if f.name not in ("labels", "annotations", "label_dist", "extra"))
 """The record's fields an output line repeats (its text fields; the labels are left out). Read one by one:
 ``dataclasses.asdict`` deep-copies every field and took 30% of scoring a tiny model's file."""
 
@@ -43,6 +43,8 @@ def score_line(record: Record, scores: Sequence[float], uncertainty: Sequence[fl
     """One output line: the record's fields that are set, without labels, plus ``scores`` (and
     ``uncertainty``, the standard deviations of a level-distribution head)."""
     item = {k: v for k in OUTPUT_FIELDS if (v := getattr(record, k)) not in (None, (), [])}
+    if record.extra:  # the user's own fields (--keep-fields), as they were
+        item.update(record.extra)
     item["scores"] = dict(zip(DIMENSIONS, map(float, scores), strict=True))
     if uncertainty is not None:
         item["uncertainty"] = dict(zip(DIMENSIONS, map(float, uncertainty), strict=True))
@@ -157,11 +159,16 @@ def check_same_scorer(output: Path, scorer: Any) -> None:
         )
 
 
-def check_paths(inputs: Sequence[str | Path], output: str | Path, resume: bool) -> tuple[list[str | Path], Path]:
+def check_paths(
+    inputs: Sequence[str | Path], output: str | Path, resume: bool, keep_fields: Sequence[str] = ()
+) -> tuple[list[str | Path], Path]:
     """What ``score`` can check before loading a model: every input exists (a glob pattern is replaced by
     the files it matches, before the output exists, so that it never matches the output), the output is
-    not one of them and holds nothing unless resuming. Makes the output's folder; returns the input
-    files and the output path."""
+    not one of them and holds nothing unless resuming, and ``keep_fields`` names no field the schema or
+    the output line has. Makes the output's folder; returns the input files and the output path."""
+    taken = sorted(set(keep_fields) & (KNOWN_FIELDS | set(DIMENSIONS) | {"scores", "uncertainty"}))
+    if taken:
+        raise ValueError(f"--keep-fields {', '.join(taken)}: the schema or the output line has such a field; name only fields of your own")
     inputs = expand_patterns(inputs, DataError)
     for name in inputs:
         existing_file(name, DataError)
@@ -180,10 +187,12 @@ def score_file(
     skip_invalid: bool = False,
     chunk: int = CHUNK,
     progress: bool = False,
+    keep_fields: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Score ``inputs`` into ``output`` chunk by chunk; returns ``{"items", "resumed", "scored",
+    """Score ``inputs`` into ``output`` chunk by chunk (``keep_fields``: fields of the user's own, written
+    back beside the scores); returns ``{"items", "resumed", "scored",
     "skipped", "truncated", "means"}`` (``means``: a :class:`GroupMeans` over every output line)."""
-    inputs, output = check_paths(inputs, output, resume)
+    inputs, output = check_paths(inputs, output, resume, keep_fields)
     resuming = resume and output.exists()
     if resuming:
         refuse_duplicate_ids(inputs, "score --resume matches the output to the input by id")
@@ -191,7 +200,7 @@ def score_file(
         drop_cut_line(output)
     else:
         atomic_write_text(scorer_file(output), json.dumps({"model": scorer.source, "fingerprint": scorer.fingerprint()}, indent=2))
-    stream = RecordStream(list(inputs), skip_invalid=skip_invalid, require_labels=False)
+    stream = RecordStream(list(inputs), skip_invalid=skip_invalid, require_labels=False, keep=frozenset(keep_fields))
     records = iter(stream)
     means = GroupMeans()
     kept = 0

@@ -224,6 +224,27 @@ def test_score_cli_checks_its_paths_before_loading_the_model(run_and_export, rep
     assert len(out.read_text().splitlines()) == 300 and loaded
 
 
+def test_fields_of_the_users_own_are_carried_to_the_output_when_named(run_and_export, tmp_path, capsys):
+    """A dataset's own columns (a system name, a prompt id) were refused as unknown fields, so a user had
+    to drop them and join the scores back; ``--keep-fields`` reads them, never as model input, and writes
+    them beside the scores. An unnamed field is still refused, naming the option; a schema field cannot be kept."""
+    model = str(run_and_export[0])
+    rows = [{"id": "a", "candidate": "Paris.", "question": "Capital?", "system": "sys-1", "prompt": {"n": 3}}]
+    rows.append({"id": "b", "candidate": "Rome."})
+    (tmp_path / "own.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "plain.jsonl").write_text("".join(json.dumps({k: r[k] for k in r if k not in ("system", "prompt")}) + "\n" for r in rows))
+    args = ["score", "--model", model, "--input", str(tmp_path / "own.jsonl"), "--output"]
+    assert main([*args, str(tmp_path / "o1.jsonl"), "--keep-fields", "system"]) == 2  # prompt is not named
+    assert "unknown field(s) prompt; only the schema's fields are read" in capsys.readouterr().err
+    assert main([*args, str(tmp_path / "o1.jsonl"), "--keep-fields", "question,system"]) == 2
+    assert "--keep-fields question: the schema or the output line has such a field" in capsys.readouterr().err
+    assert main([*args, str(tmp_path / "o2.jsonl"), "--keep-fields", "system, prompt"]) == 0
+    assert main(["score", "--model", model, "--input", str(tmp_path / "plain.jsonl"), "--output", str(tmp_path / "o3.jsonl")]) == 0
+    kept, plain = ([json.loads(line) for line in (tmp_path / name).read_text().splitlines()] for name in ("o2.jsonl", "o3.jsonl"))
+    assert [(r["system"], r["prompt"]) for r in kept[:1]] == [("sys-1", {"n": 3})] and "system" not in kept[1]
+    assert [{k: v for k, v in r.items() if k not in ("system", "prompt")} for r in kept] == plain  # the same scores
+
+
 def test_one_compiled_function_per_length_bucket(run_and_export, repo_root):
     """Many batches of varied lengths compile once per bucket they use, never once per batch."""
     from omnidistill.data.sources import read_records

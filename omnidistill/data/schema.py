@@ -50,6 +50,9 @@ class Record:
     label_dist: tuple[tuple[float, ...] | None, ...] = ()
     """The teacher's distribution over levels 1..5 per dimension (None = none for that dimension), or
     ``()`` when the record has none at all; ``labels`` stays its expected value."""
+    extra: dict[str, Any] | None = dataclasses.field(default=None, compare=False, hash=False)
+    """Fields outside the schema that the reader was asked to keep (``score --keep-fields``), as they
+    are: never model input, written back beside the scores."""
 
     @property
     def has_labels(self) -> bool:
@@ -198,18 +201,19 @@ def unknown_fields_error(unknown: set[str], where: str) -> DataError:
     # a column of the user's own (a system name, a timestamp): say why it is refused and what to do
     advice = (
         "; only the schema's fields are read, and others are refused so that a misspelt one is never ignored: "
-        "drop them, keeping an id to join the results back on"
+        "drop them, keeping an id to join the results back on (score --keep-fields NAME carries them to its output)"
         if unmatched
         else ""
     )
     return DataError(f"{where}: unknown field(s) {', '.join(named)}{advice}")
 
 
-def validate_record(obj: Any, where: str, *, require_labels: bool = True) -> Record:
-    """Check one decoded JSON object / Parquet row against the schema and build a :class:`Record`."""
+def validate_record(obj: Any, where: str, *, require_labels: bool = True, keep: frozenset[str] = frozenset()) -> Record:
+    """Check one decoded JSON object / Parquet row against the schema and build a :class:`Record`;
+    the fields named in ``keep`` (outside the schema) go to its ``extra`` as they are."""
     if not isinstance(obj, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    unknown = set(obj) - KNOWN_FIELDS
+    unknown = set(obj) - KNOWN_FIELDS - keep
     if unknown:
         raise unknown_fields_error(unknown, where)
     candidate = obj.get("candidate")
@@ -249,4 +253,5 @@ def validate_record(obj: Any, where: str, *, require_labels: bool = True) -> Rec
         annotations=annotations,
         group_id=identifier(obj, "group_id", where),
         label_dist=label_dist,
+        extra={name: obj[name] for name in sorted(keep) if name in obj} or None,
     )

@@ -326,13 +326,21 @@ def iter_objects(path: str | Path) -> Iterator[tuple[str, Any]]:
 class RecordStream:
     """The validated records of one or more files, read one at a time on every pass (nothing is held):
     for a training split read from the token cache, whose memory then stays flat in the number of
-    records. After a full pass, ``skipped`` is the number of invalid records skipped (``skip_invalid``)
+    records. Fields named in ``keep`` (outside the schema) go to each record's ``extra``. After a full
+    pass, ``skipped`` is the number of invalid records skipped (``skip_invalid``)
     and ``duplicate_ids`` the number of records whose id an earlier record has (warned about once:
     ids label items here; :func:`refuse_duplicate_ids` is for joins)."""
 
-    def __init__(self, paths: str | Path | Sequence[str | Path], *, skip_invalid: bool = False, require_labels: bool = True):
+    def __init__(
+        self,
+        paths: str | Path | Sequence[str | Path],
+        *,
+        skip_invalid: bool = False,
+        require_labels: bool = True,
+        keep: frozenset[str] = frozenset(),
+    ):
         self.paths = expand_patterns([paths] if isinstance(paths, str | Path) else list(paths), DataError)
-        self.skip_invalid, self.require_labels = skip_invalid, require_labels
+        self.skip_invalid, self.require_labels, self.keep = skip_invalid, require_labels, keep
         self.skipped = 0
         self.duplicate_ids: int | None = None
 
@@ -345,7 +353,7 @@ class RecordStream:
                 try:
                     if isinstance(obj, DataError):
                         raise obj
-                    record = validate_record(obj, where, require_labels=self.require_labels)
+                    record = validate_record(obj, where, require_labels=self.require_labels, keep=self.keep)
                 except DataError as err:
                     if not self.skip_invalid:
                         raise
