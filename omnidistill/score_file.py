@@ -29,7 +29,7 @@ from omnidistill.data.sources import RecordStream, refuse_duplicate_ids
 from omnidistill.data.tokenize import EncodedInputs, RecordEncoder
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.runs.run_dir import atomic_write_text
-from omnidistill.storage import existing_file, expand_patterns, output_file
+from omnidistill.storage import existing_files, output_file
 
 log = logging.getLogger(__name__)
 
@@ -169,9 +169,7 @@ def check_paths(
     taken = sorted(set(keep_fields) & (KNOWN_FIELDS | set(DIMENSIONS) | {"scores", "uncertainty"}))
     if taken:
         raise ValueError(f"--keep-fields {', '.join(taken)}: the schema or the output line has such a field; name only fields of your own")
-    inputs = expand_patterns(inputs, DataError)
-    for name in inputs:
-        existing_file(name, DataError)
+    inputs = existing_files(inputs, DataError)
     output = output_file(output, inputs, "scores")
     if not resume and output.exists() and output.stat().st_size:
         raise FileExistsError(f"{output} exists: pass --resume to continue it, or remove it")

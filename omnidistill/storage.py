@@ -89,6 +89,15 @@ def expand_patterns(paths: Sequence[str | os.PathLike], error: type[Exception]) 
     return out
 
 
+def existing_files(paths: Sequence[str | os.PathLike], error: type[Exception]) -> list[str | os.PathLike]:
+    """``paths`` with glob patterns expanded (:func:`expand_patterns`), each an existing file; otherwise
+    ``error`` naming the first that is not (:func:`existing_file`)."""
+    files = expand_patterns(paths, error)
+    for name in files:
+        existing_file(name, error)
+    return files
+
+
 def files_at_hand(paths: Sequence[str | os.PathLike]) -> list[str]:
     """The existing files among ``paths``, glob patterns expanded; a name or pattern with no file is
     left out (for what reads a split only if it is there: a model card's counts, eval's baseline)."""

@@ -99,7 +99,7 @@ def _refuse_one_json_document(name: str, first_line: str) -> None:
     (``[`` first: pandas' ``to_json(orient="records")``, ``json.dump`` of a list) or an object printed over
     several lines (``{`` alone). Read line by line, each line was "invalid JSON" or "got list", which
     ``--skip-invalid`` skipped down to "no valid records"."""
-    head = first_line.strip().removeprefix("\ufeff")
+    head = first_line.strip()  # a byte order mark is gone already (_physical_lines)
     if head.startswith("[") or head == "{":
         kind = "a JSON array" if head.startswith("[") else "one JSON object printed over several lines"
         fix = "jq -c '.[]'" if head.startswith("[") else "jq -c ."
@@ -232,19 +232,15 @@ def _csv_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
             count = len(reader.fieldnames or ()) + len(extra or ()) - len(short)
             yield where, DataError(f"{where}: {count} values for the header's {len(reader.fieldnames or ())} columns (an unquoted comma?)")
             continue
-        obj: dict[str, Any] = {k: v for k, v in row.items() if v != "" and k and k not in DIMENSIONS}
-        labels = {}
-        for dim in DIMENSIONS:
-            if row.get(dim) not in (None, ""):
-                try:
-                    labels[dim] = float(row[dim])
-                except ValueError:
-                    yield where, DataError(f"{where}: {dim} must be a number, got {row[dim]!r}")
-                    break
-        else:
-            if labels:
-                obj["labels"] = labels
-            yield where, obj
+        obj: dict[str, Any] = {k: v for k, v in row.items() if v != "" and k}  # an unnamed column is not read
+        try:
+            for dim in DIMENSIONS:
+                if dim in obj:
+                    obj[dim] = float(obj[dim])
+        except ValueError:
+            yield where, DataError(f"{where}: {dim} must be a number, got {obj[dim]!r}")
+            continue
+        yield _labels_from_columns(where, obj)  # label columns become labels, as in JSONL and Parquet
 
 
 def _csv_rows(reader: csv.DictReader, name: str) -> Iterator[tuple[str, dict[str, Any] | DataError]]:

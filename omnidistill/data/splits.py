@@ -8,7 +8,7 @@ from pathlib import Path
 from omnidistill.config import DataConfig
 from omnidistill.data.schema import DataError, Record
 from omnidistill.data.sources import RecordStream, read_records
-from omnidistill.storage import existing_file, expand_patterns, file_identity
+from omnidistill.storage import existing_files, expand_patterns, file_identity
 
 
 def load_split(data: DataConfig, split: str, *, require_labels: bool = True) -> tuple[Sequence[Record], int]:
@@ -64,7 +64,6 @@ def check_split_files(data: DataConfig, split: str, origin: str, advice: str = "
         relative = "://" not in str(name) and not Path(name).is_absolute()
         where = f"{origin}; relative paths are read from the current directory, {Path.cwd()}" if relative else origin
         try:
-            for path in expand_patterns([name], DataError):
-                existing_file(path, DataError)
+            existing_files([name], DataError)
         except DataError as err:
             raise DataError(f"{err} ({where}){advice}") from None
