@@ -75,6 +75,8 @@ def _eval(args: argparse.Namespace) -> int:
         batch_tokens=args.batch_tokens,
         compiler_options=dict(args.xla_option),
         compute_dtype=args.dtype,
+        keep_fields=args.keep_fields,
+        group_by=args.group_by,
     )
     print(report_markdown(report, f"{args.split}: {report['meta']['items']} items, step {report['meta']['step']}"))
     if compare:
@@ -114,7 +116,7 @@ def _score(args: argparse.Namespace) -> int:
     from omnidistill.score_file import check_paths, score_file
     from omnidistill.scorer import Scorer
 
-    inputs, _ = check_paths(args.input, args.output, args.resume, args.keep_fields)  # before the model is loaded
+    inputs, _ = check_paths(args.input, args.output, args.resume, args.keep_fields, args.group_by or ())  # before the model is loaded
     scorer = Scorer.load(
         args.model,
         batch_size=args.batch_size,
@@ -132,6 +134,7 @@ def _score(args: argparse.Namespace) -> int:
         chunk=args.chunk,
         progress=True,
         keep_fields=args.keep_fields,
+        group_by=args.group_by or (),
     )
     resumed = f" (kept {done['resumed']} already scored, scored {done['scored']})" if args.resume else ""
     skipped = f"; {done['skipped']} invalid skipped" if done["skipped"] else ""
@@ -146,10 +149,10 @@ def _label(args: argparse.Namespace) -> int:
 
     cfg = load_label_config(args.config, args.overrides)
     if args.pairwise:
-        stats = Labeler(cfg).label_pairs(args.input, args.output)
+        stats = Labeler(cfg).label_pairs(args.input, args.output, args.keep_fields)
         print(f"judged {stats['judged']} of {stats['pairs']} pairs ({stats['failed']} failed -> {args.output}.failed.jsonl)")
         return 0
-    stats = Labeler(cfg).label_file(args.input, args.output)
+    stats = Labeler(cfg).label_file(args.input, args.output, args.keep_fields)
     print(
         f"labelled {stats['labelled']} of {stats['items']} items ({stats['failed']} failed -> {args.output}.failed.jsonl); "
         f"{stats['requests']} requests, {stats['cached_answers']} cached answers, {stats['invalid_answers']} invalid answers, "
@@ -235,6 +238,30 @@ def at_least(low: float, kind: type = int) -> Callable[[str], float]:
 
     parse.__name__ = kind.__name__
     return parse
+
+
+def field_names(text: str) -> list[str]:
+    """An argparse ``type``: ``NAME[,NAME]`` as a list of names (blanks dropped)."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def add_own_field_options(p: argparse.ArgumentParser, output: str, reported: str) -> None:
+    """``--keep-fields`` and ``--group-by`` (``omnidistill.data.own_fields``): fields of the user's own
+    carried to ``output``, and fields whose values get ``reported`` of their own."""
+    p.add_argument(
+        "--keep-fields",
+        type=field_names,
+        default=[],
+        metavar="NAME[,NAME]",
+        help=f"fields of your own (outside the schema, e.g. system) to read and write back beside the {output}, never model input",
+    )
+    p.add_argument(
+        "--group-by",
+        type=field_names,
+        metavar="NAME[,NAME]",
+        help=f"fields whose values each get {reported}, as tasks and languages do: your own (read as --keep-fields) "
+        "or the schema's dataset, src_lang, tgt_lang",
+    )
 
 
 XLA_OPTION_HELP = (
@@ -359,6 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="L-MAE weights: JSON/YAML mapping language -> weight (default: eval.lang_weights, else items per language)",
     )
+    add_own_field_options(p, "predictions", "metrics (default: eval.group_by of the run)")
     add_scoring_program_options(p)
     p.add_argument(
         "--compare",
@@ -385,13 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=TOKENS_HELP.format(default="a run's eval.batch_tokens; else 1024 on one CPU device, 0 otherwise"),
     )
     p.add_argument("--skip-invalid", action="store_true", help="skip malformed lines (counted) instead of failing on the first")
-    p.add_argument(
-        "--keep-fields",
-        type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
-        default=[],
-        metavar="NAME[,NAME]",
-        help="fields of your own (outside the schema, e.g. system) to read and write back beside the scores, never model input",
-    )
+    add_own_field_options(p, "scores", "mean scores")
     p.add_argument(
         "--resume", action="store_true", help="continue an interrupted OUTPUT: keep its complete lines (checked by id), score the rest"
     )
@@ -412,6 +434,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--pairwise",
         action="store_true",
         help="pairwise preferences (CE-Judge checklists) between candidates that share one input, instead of 1-5 labels",
+    )
+    p.add_argument(
+        "--keep-fields",
+        type=field_names,
+        default=[],
+        metavar="NAME[,NAME]",
+        help="fields of your own (outside the schema, e.g. system) written back into each labelled line as they are (with --pairwise: "
+        "NAME_a and NAME_b); training reads them with data.keep_fields",
     )
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. concurrency=4 models=[gpt-4.1-mini]")
     p.set_defaults(func=_label)

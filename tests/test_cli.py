@@ -283,6 +283,12 @@ def test_missing_training_data_is_refused_before_the_model_is_loaded(repo_root, 
     ]:
         assert main(["train", str(config), f"data.{split}={files}", f"train.output_dir={tmp_path / 'run'}"]) == 2
         assert message in capsys.readouterr().err
+    for override, message in [  # names a later eval of the run would refuse
+        ("data.keep_fields=[system, candidate]", "data.keep_fields candidate: the schema or the output line has such a field"),
+        ("eval.group_by=[lang]", "eval.group_by lang: every report already groups by task and lang"),
+    ]:
+        assert main(["train", str(config), override, f"train.output_dir={tmp_path / 'run'}"]) == 2
+        assert message in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
 

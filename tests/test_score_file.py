@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -35,6 +37,35 @@ def test_chunk_means_are_each_groups_mean_and_count():
         assert means.counts[group] == rows.sum()
         np.testing.assert_allclose(means.sums[group] / means.counts[group], scores[rows].astype(np.float64).mean(axis=0), rtol=1e-12)
     assert means.table().splitlines()[2].startswith("| all | 1000 |")
+
+
+def test_means_per_value_of_a_field_of_your_own_or_the_schemas():
+    """``score --group-by system,dataset``: a kept field and a schema field; a record without the field
+    (or with null in it) is in ``(none)``, a number is its JSON text."""
+    records, scores = items(300, seed=1)
+    systems = [["a", "b", 7, None][i % 4] for i in range(len(records))]
+    records = [
+        dataclasses.replace(r, extra=None if i % 8 == 3 else {"system": systems[i]}, dataset="wmt" if i % 2 else None)
+        for i, r in enumerate(records)
+    ]
+    means = GroupMeans(("task", "lang", "system", "dataset"))
+    means.add(records[0], scores[0])
+    means.add_chunk(records[1:], scores[1:])
+    expect = {
+        "system=a": [i % 4 == 0 for i in range(300)],
+        "system=b": [i % 4 == 1 for i in range(300)],
+        "system=7": [i % 4 == 2 for i in range(300)],
+        "system=(none)": [i % 4 == 3 for i in range(300)],
+        "dataset=wmt": [i % 2 == 1 for i in range(300)],
+        "dataset=(none)": [i % 2 == 0 for i in range(300)],
+    }
+    for group, rows in expect.items():
+        rows = np.array(rows)
+        assert means.counts[group] == rows.sum()
+        np.testing.assert_allclose(means.sums[group] / means.counts[group], scores[rows].astype(np.float64).mean(axis=0), rtol=1e-12)
+    lines = means.table().splitlines()
+    order = ["system=(none)", "system=7", "system=a", "system=b", "dataset=(none)", "dataset=wmt"]
+    assert [line.split(" | ")[0].removeprefix("| ") for line in lines[-6:]] == order
 
 
 def test_a_chunk_with_fewer_scores_than_records_is_an_error():

@@ -13,6 +13,7 @@ import pytest
 from omnidistill import Scorer
 from omnidistill.cli import main
 from omnidistill.data.schema import Record
+from omnidistill.dimensions import DIMENSIONS
 
 
 @pytest.fixture(scope="module")
@@ -243,6 +244,12 @@ def test_fields_of_the_users_own_are_carried_to_the_output_when_named(run_and_ex
     kept, plain = ([json.loads(line) for line in (tmp_path / name).read_text().splitlines()] for name in ("o2.jsonl", "o3.jsonl"))
     assert [(r["system"], r["prompt"]) for r in kept[:1]] == [("sys-1", {"n": 3})] and "system" not in kept[1]
     assert [{k: v for k, v in r.items() if k not in ("system", "prompt")} for r in kept] == plain  # the same scores
+    capsys.readouterr()
+    assert main([*args, str(tmp_path / "o4.jsonl"), "--keep-fields", "prompt", "--group-by", "system"]) == 0  # read as kept, too
+    table = capsys.readouterr().out
+    for i, name in enumerate(("sys-1", "(none)")):  # the mean of one item is its scores
+        assert f"| system={name} | 1 | " + " | ".join(f"{kept[i]['scores'][d]:.3f}" for d in DIMENSIONS) + " |" in table
+    assert [json.loads(line) for line in (tmp_path / "o4.jsonl").read_text().splitlines()] == kept
 
 
 def test_one_compiled_function_per_length_bucket(run_and_export, repo_root):

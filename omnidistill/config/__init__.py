@@ -147,6 +147,11 @@ class DataConfig:
     """Each batch is padded to the smallest bucket that fits its longest example."""
     skip_invalid: bool = False
     """Skip (and count) malformed records instead of raising."""
+    keep_fields: list[str] = dataclasses.field(default_factory=list)
+    """Fields of your own that the records carry beside the schema's (a system name, a prompt id): read
+    as they are and never model input. Training ignores them; ``eval`` writes them into its predictions
+    and can report metrics per value (``eval.group_by``). A field outside the schema that is not named
+    here is refused, so that a misspelt one is never ignored."""
     tfds: TfdsConfig | None = None
     """Read splits from a TFDS dataset instead of train/dev/test files."""
     read_threads: int = 16
@@ -331,6 +336,10 @@ class EvalConfig:
     e.g. ``{xla_gpu_enable_command_buffer: ""}`` to launch its GPU kernels one by one rather than as
     CUDA graphs. Checked by XLA when scoring starts: an unknown name or a value of the wrong type is an
     error naming this field. Training's dev evaluation does not take them."""
+    group_by: list[str] = dataclasses.field(default_factory=list)
+    """``eval`` (unless ``--group-by`` is given): metrics per value of each of these fields, as per task and
+    language: fields of your own (read as ``data.keep_fields`` are, without naming them there too) or the
+    schema's ``dataset``, ``src_lang``, ``tgt_lang``."""
     lang_weights: str | None = None
     """L-MAE weights: a JSON/YAML file mapping language -> weight (e.g. OmniScore Table 14's test counts);
     default: the evaluated items of each language. Training reads and checks it when it starts."""

@@ -201,7 +201,8 @@ def unknown_fields_error(unknown: set[str], where: str) -> DataError:
     # a column of the user's own (a system name, a timestamp): say why it is refused and what to do
     advice = (
         "; only the schema's fields are read, and others are refused so that a misspelt one is never ignored: "
-        "drop them, keeping an id to join the results back on (score --keep-fields NAME carries them to its output)"
+        "name yours in data.keep_fields (training, eval) or --keep-fields (score, eval) to read them as they are, "
+        "never as model input, or drop them"
         if unmatched
         else ""
     )

@@ -377,9 +377,11 @@ def read_records(
     *,
     skip_invalid: bool = False,
     require_labels: bool = True,
+    keep: frozenset[str] = frozenset(),
 ) -> tuple[list[Record], int]:
-    """Validated records of one or more files and the number skipped as invalid."""
-    stream = RecordStream(paths, skip_invalid=skip_invalid, require_labels=require_labels)
+    """Validated records of one or more files and the number skipped as invalid; fields named in
+    ``keep`` (outside the schema) go to each record's ``extra``."""
+    stream = RecordStream(paths, skip_invalid=skip_invalid, require_labels=require_labels, keep=keep)
     records = list(stream)
     return records, stream.skipped
 

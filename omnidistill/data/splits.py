@@ -31,7 +31,7 @@ def load_split(data: DataConfig, split: str, *, require_labels: bool = True) -> 
     files = getattr(data, split)
     if not files:
         return [], 0
-    return read_records(files, skip_invalid=data.skip_invalid, require_labels=require_labels)
+    return read_records(files, skip_invalid=data.skip_invalid, require_labels=require_labels, keep=frozenset(data.keep_fields))
 
 
 def stream_split(data: DataConfig, split: str) -> Sequence[Record] | RecordStream:
@@ -41,7 +41,7 @@ def stream_split(data: DataConfig, split: str) -> Sequence[Record] | RecordStrea
     if data.tfds is not None:
         return load_split(data, split)[0]
     files = getattr(data, split)
-    return RecordStream(files, skip_invalid=data.skip_invalid) if files else []
+    return RecordStream(files, skip_invalid=data.skip_invalid, keep=frozenset(data.keep_fields)) if files else []
 
 
 def files_shared_with_train(data: DataConfig, split: str) -> list[str]:

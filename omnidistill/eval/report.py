@@ -10,10 +10,12 @@ from pathlib import Path
 import numpy as np
 
 from omnidistill import strict_json
+from omnidistill.data.own_fields import MISSING, group_value
 from omnidistill.data.schema import Record
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.agreement import category_counts, fleiss_kappa, mean_rwg, rater_pair_table, rwg_table
 from omnidistill.eval.bootstrap import headline_intervals
+from omnidistill.eval.by_field import MIN_GROUPS, field_report
 from omnidistill.eval.consistency import cross_lingual_consistency
 from omnidistill.eval.metrics import check_scores, grouped_metrics, macro_mae, regression_metrics, weighted_group_mae
 from omnidistill.eval.ranking import calibrate_epsilon
@@ -104,13 +106,15 @@ def build_report(
     max_pairs: int = 20_000_000,
     epsilon: dict[str, float] | None = None,
     lang_weights: dict[str, float] | None = None,
+    group_by: Sequence[str] = (),
 ) -> dict:
     """All metrics of predictions ``pred`` [N, 4] against the records' labels.
 
     Pairwise accuracy uses one tie threshold per dimension, fitted on all items of that dimension
     and applied unchanged per task and per language (``epsilon`` in the report); pass ``epsilon`` to
     reuse thresholds fitted earlier (training fits them on the first dev evaluation only).
-    ``lang_weights`` are the L-MAE weights (default: evaluated items per language). Non-finite or
+    ``lang_weights`` are the L-MAE weights (default: evaluated items per language). ``group_by``:
+    fields whose values get metrics of their own (``by_field``, :func:`field_report`). Non-finite or
     out-of-range predictions are an error naming the item and dimension.
     """
     gold, mask = gold_arrays(records)
@@ -133,6 +137,8 @@ def build_report(
         "task_macro_mae": macro_mae(per_task),
         "tie_calibration": calib,
     }
+    if group_by:
+        report["by_field"] = {name: field_report(pred, gold, mask, [group_value(r, name) for r in records], epsilon) for name in group_by}
     if bootstrap_samples:
         report["ci95"] = headline_cis(pred, gold, mask, bootstrap_samples)
     agreement = annotator_agreement(records, pred, null)
@@ -164,6 +170,33 @@ def _rwg_table_markdown(table: dict, title: str) -> list[str]:
     for name, row in table.items():
         lines.append(f"| {name} | {row['items']} | " + " | ".join(_fmt(row[d]) for d in DIMENSIONS) + f" | {_fmt(row['overall'])} |")
     return [*lines, ""]
+
+
+def _field_markdown(name: str, field: dict) -> list[str]:
+    """``by_field``'s section for one field: its metrics table, the mean prediction against the mean
+    label per value, and the group-level correlation of those means."""
+    groups = field["groups"]
+    lines = [f"### By {name}", "", _head(name), *(_row(value, m) for value, m in groups.items()), ""]
+    lines += [
+        f"Mean prediction / mean label per {name} (labelled cells):",
+        "",
+        f"| {name} | " + " | ".join(DIMENSIONS) + " |",
+        "|---|" + "---:|" * len(DIMENSIONS),
+    ]
+    for value, m in groups.items():
+        cells = (f"{_fmt(m['mean_pred'][d])} / {_fmt(m['mean_label'][d])}" for d in DIMENSIONS)
+        lines.append(f"| {value} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"Group level: each {name} value's mean prediction against its mean label, correlated over the values "
+        f"(at least {MIN_GROUPS} with labels; {MISSING} left out):",
+        "",
+        "| dimension | values | Pearson r | Kendall τb |",
+        "|---|---:|---:|---:|",
+        *(f"| {d} | {v['groups']} | {_fmt(v['pearson'])} | {_fmt(v['kendall'])} |" for d, v in field["group_level"].items()),
+        "",
+    ]
+    return lines
 
 
 def _finite(x: float | None) -> bool:
@@ -228,6 +261,8 @@ def report_markdown(report: dict, title: str = "Evaluation") -> str:
         lines += [f"### By {label}", "", _head(label)]
         lines += [_row(name, m) for name, m in report[section].items()]
         lines.append("")
+    for name, field in report.get("by_field", {}).items():
+        lines += _field_markdown(name, field)
     if "agreement" in report:
         ag = report["agreement"]
         lines += [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ import jax
 
 from omnidistill import strict_json
 from omnidistill.data.level_dist import level_std
+from omnidistill.data.own_fields import check_group_by, check_keep_fields, fields_to_read
 from omnidistill.data.sources import read_records, refuse_duplicate_ids
 from omnidistill.data.splits import check_split_files, load_split
 from omnidistill.data.tokenize import RecordEncoder
@@ -35,7 +36,7 @@ def train_mean_baseline(cfg: Any, records: list, model_mae: float) -> dict | Non
     files = files_at_hand(cfg.data.train)
     if not files:
         return None
-    train, _ = read_records(files, skip_invalid=True)
+    train, _ = read_records(files, skip_invalid=True, keep=frozenset(cfg.data.keep_fields))
     try:
         return mean_baseline(records, train_mean_labels(train), model_mae)
     except ValueError as err:
@@ -62,6 +63,8 @@ def evaluate_run(
     batch_tokens: int | None = None,
     compiler_options: Mapping[str, Any] | None = None,
     compute_dtype: str | None = None,
+    keep_fields: Sequence[str] = (),
+    group_by: Sequence[str] | None = None,
 ) -> dict:
     """Score ``files`` (default: the run config's ``data.<split>``) and write ``<split>.json/.md`` reports,
     PNG plots, predictions, and with ``compare`` (name -> prediction file) a side-by-side judge table.
@@ -73,11 +76,15 @@ def evaluate_run(
     the run's ``eval.batch_tokens``; an encoder that runs unpadded) unless ``batch_size`` is given,
     which makes them batches of that many items. ``compiler_options``: XLA options for the scoring
     program, over the run's ``eval.compiler_options``. ``compute_dtype``: ``float32`` or ``bfloat16``
-    (default: the run's ``eval.compute_dtype``)."""
+    (default: the run's ``eval.compute_dtype``). ``keep_fields``: fields of the user's own the files
+    carry, beside the run's ``data.keep_fields``, written into the predictions. ``group_by`` (default: the
+    run's ``eval.group_by``): fields whose values get metrics of their own (``by_field``)."""
     run_dir = Path(run_dir)
     out_dir = Path(out_dir) if out_dir else run_dir / "eval"
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out {out_dir} is a file: eval writes its reports into a folder")
+    given_keep = check_keep_fields(keep_fields, "--keep-fields")  # before the model is loaded
+    given_groups = None if group_by is None else check_group_by(group_by, "--group-by")
     cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint, compute_dtype)
     dtype = scoring_dtype(cfg, compute_dtype)
     options = checked_compiler_options({**cfg.eval.compiler_options, **(compiler_options or {})}, "eval.compiler_options")
@@ -85,8 +92,11 @@ def evaluate_run(
     weights = load_group_weights(weights_file) if weights_file else None
     if skip_invalid is not None:
         cfg.data.skip_invalid = skip_invalid
+    keep = check_keep_fields(cfg.data.keep_fields, "data.keep_fields") | given_keep
+    groups = check_group_by(cfg.eval.group_by, "eval.group_by") if given_groups is None else given_groups
+    cfg.data.keep_fields = sorted(fields_to_read(keep, groups))
     if files:
-        records, skipped = read_records(files, skip_invalid=cfg.data.skip_invalid)
+        records, skipped = read_records(files, skip_invalid=cfg.data.skip_invalid, keep=frozenset(cfg.data.keep_fields))
     else:
         check_split_files(cfg.data, split, f"data.{split} of {run_dir / 'config.yaml'}", ": pass --data FILE")
         records, skipped = load_split(cfg.data, split)
@@ -127,7 +137,7 @@ def evaluate_run(
     start = time.perf_counter()
     pred, level_probs = program.predict(encoded.ids, pad_id=encoder.pad_id)
     seconds = tokenize_seconds + time.perf_counter() - start  # tokenization included, compilation (warm_up) not
-    report = build_report(records, pred, bootstrap_samples=bootstrap_samples, null=null, lang_weights=weights)
+    report = build_report(records, pred, bootstrap_samples=bootstrap_samples, null=null, lang_weights=weights, group_by=groups)
     baseline = train_mean_baseline(cfg, records, report["overall"]["mae_dims"])
     if baseline is not None:
         report["baseline"] = baseline
@@ -166,7 +176,8 @@ def evaluate_run(
     std = None if level_probs is None else level_std(level_probs)
     with (out_dir / f"{split}_predictions.jsonl").open("w", encoding="utf-8") as f:
         for i, (rec, row) in enumerate(zip(records, pred, strict=True)):
-            line = {"id": rec.id, "task": rec.task, "lang": rec.lang, "pred": dict(zip(DIMENSIONS, map(float, row), strict=True))}
+            line = {"id": rec.id, "task": rec.task, "lang": rec.lang, **(rec.extra or {})}
+            line["pred"] = dict(zip(DIMENSIONS, map(float, row), strict=True))
             if std is not None:
                 line["uncertainty"] = dict(zip(DIMENSIONS, map(float, std[i]), strict=True))
             f.write(json.dumps(line, ensure_ascii=False) + "\n")

@@ -320,7 +320,7 @@ def export_run(
         verify = consumer_available(folder_format)
     if verify:
         files = files_at_hand(cfg.data.test or cfg.data.dev or cfg.data.train)
-        records = PROBE_RECORDS + (read_records(files, skip_invalid=True)[0][:14] if files else [])
+        records = PROBE_RECORDS + (read_records(files, skip_invalid=True, keep=frozenset(cfg.data.keep_fields))[0][:14] if files else [])
         summary["max_abs_diff"] = verify_folder(tmp, folder_format, params, graphdef, encoder, records, tolerance)
         summary["verified"] = True
         summary["verified_with"] = "transformers" if folder_format == "hf" else "omniscore.OmniScorer"

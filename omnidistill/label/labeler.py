@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from omnidistill import strict_json
 from omnidistill.data.level_dist import expected_level, level_split
+from omnidistill.data.own_fields import check_keep_fields
 from omnidistill.data.schema import DataError, Record
 from omnidistill.data.sources import read_records
 from omnidistill.dimensions import DIMENSIONS
@@ -248,11 +249,14 @@ class Labeler:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def label_file(self, inputs: list[str], output: str | Path) -> dict[str, Any]:
-        """Label every record of ``inputs``; writes ``output``, ``output.failed.jsonl`` and ``output.stats.json``."""
+    def label_file(self, inputs: list[str], output: str | Path, keep_fields: Sequence[str] = ()) -> dict[str, Any]:
+        """Label every record of ``inputs``; writes ``output``, ``output.failed.jsonl`` and ``output.stats.json``.
+        ``keep_fields``: fields of the user's own, written back into each line as they were (training
+        reads them with ``data.keep_fields``)."""
+        keep = check_keep_fields(keep_fields, "--keep-fields")
         inputs = expand_patterns(inputs, DataError)  # before the output check: a pattern may match an earlier output
         output = output_file(output, inputs, "labels")  # checked before the first request
-        records, skipped = read_records(inputs, require_labels=False)
+        records, skipped = read_records(inputs, require_labels=False, keep=keep)
         if self.cfg.prompt_set == "omniscore" and self.cfg.mode != "error_report":
             unknown = tasks_without_prompt(records)
             if unknown:  # before any request: checklist mode would pay four requests an item before failing it
@@ -266,8 +270,9 @@ class Labeler:
             item = {
                 k: v
                 for k, v in dataclasses.asdict(record).items()
-                if v not in (None, (), []) and k not in ("labels", "annotations", "label_dist")
+                if v not in (None, (), []) and k not in ("labels", "annotations", "label_dist", "extra")
             }
+            item.update(record.extra or {})
             if result["labels"] is None:
                 failed.append({**item, "label_errors": result["errors"]})
                 continue
@@ -321,21 +326,26 @@ class Labeler:
         winner = top[0][0] if top and (len(top) == 1 or top[0][1] > top[1][1]) else None
         return {"id_a": a.id, "id_b": b.id, "winner": winner, "verdicts": verdicts, "errors": errors}
 
-    def label_pairs(self, inputs: list[str], output: str | Path) -> dict[str, Any]:
+    def label_pairs(self, inputs: list[str], output: str | Path, keep_fields: Sequence[str] = ()) -> dict[str, Any]:
         """Pairwise preferences for every pair of candidates that share one input (all input fields equal).
 
         Writes ``output`` (one line per pair with a verdict: ids, ``winner`` by majority of the judge
         models or null on a tie, each model's verdict and feedback), ``output.failed.jsonl`` and
-        ``output.stats.json``.
+        ``output.stats.json``. Each field of ``keep_fields`` (the user's own, e.g. ``system``) is
+        written as ``<name>_a`` and ``<name>_b``, the two candidates' values.
         """
+        keep = check_keep_fields(keep_fields, "--keep-fields")
         inputs = expand_patterns(inputs, DataError)  # before the output check: a pattern may match an earlier output
         output = output_file(output, inputs, "labels")  # checked before the first request
-        records, skipped = read_records(inputs, require_labels=False)
+        records, skipped = read_records(inputs, require_labels=False, keep=keep)
         groups: dict[str, list[Record]] = {}
         for r in records:
             groups.setdefault(ce.input_key(r), []).append(r)
         pairs = [(g[i], g[j]) for g in groups.values() for i in range(len(g)) for j in range(i + 1, len(g))]
         results = self._run_all(lambda p: self.compare(*p), pairs, desc="pairs", unit="pair")
+        for (a, b), result in zip(pairs, results, strict=True):
+            for name in sorted(keep):
+                result[f"{name}_a"], result[f"{name}_b"] = (a.extra or {}).get(name), (b.extra or {}).get(name)
         done = [r for r in results if r["verdicts"]]
         failed = [r for r in results if not r["verdicts"]]
         write_jsonl(output, done)

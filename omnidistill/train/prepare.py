@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from omnidistill.config import Config, ConfigError
+from omnidistill.data.own_fields import check_keep_fields
 from omnidistill.data.splits import check_split_files, stream_split
 from omnidistill.data.token_cache import cached_examples
 from omnidistill.data.tokenize import RecordEncoder
@@ -29,6 +30,7 @@ def prepare_caches(cfg: Config, splits: tuple[str, ...] = ("train", "dev", "test
     per split: examples, tokens, folder, whether it was built now, seconds."""
     if not cfg.data.token_cache:
         raise ConfigError("data.token_cache: name the cache folder, e.g. data.token_cache=.cache/tokens")
+    check_keep_fields(cfg.data.keep_fields, "data.keep_fields")
     for split in splits:  # every file before any split's cache is built
         check_split_files(cfg.data, split, f"data.{split}")
     encoder = RecordEncoder.from_config(run_tokenizer(cfg), cfg.data)

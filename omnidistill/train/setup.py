@@ -18,6 +18,7 @@ from flax import nnx
 
 from omnidistill.config import Config
 from omnidistill.config.unused import idle_settings
+from omnidistill.data.own_fields import check_group_by, check_keep_fields
 from omnidistill.data.pipeline import PackSpec, bucket_length, packed_train_dataset, train_dataset, with_workers
 from omnidistill.data.schema import Record
 from omnidistill.data.splits import check_split_files, files_shared_with_train, load_split, stream_split
@@ -321,10 +322,13 @@ def train_compiler_options(cfg: Config) -> dict[str, Any]:
 
 
 def check_training_files(cfg: Config) -> None:
-    """Refuse ``data.train`` and ``data.dev`` files (or glob patterns) that are not there, and a run
-    with no training data; TFDS splits are checked where they are read."""
+    """Refuse ``data.train`` and ``data.dev`` files (or glob patterns) that are not there, a run with no
+    training data, and ``data.keep_fields`` or ``eval.group_by`` naming a field they cannot name (the
+    run's later ``eval`` would refuse it); TFDS splits are checked where they are read."""
     if not cfg.data.train and cfg.data.tfds is None:
         raise TrainError("data.train names no file (or set data.tfds)")
+    check_keep_fields(cfg.data.keep_fields, "data.keep_fields")
+    check_group_by(cfg.eval.group_by, "eval.group_by")
     for split in ("train", "dev"):
         check_split_files(cfg.data, split, f"data.{split}")
 

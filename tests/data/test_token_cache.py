@@ -109,19 +109,30 @@ def test_an_interrupted_build_leaves_no_cache(tmp_path, encoder, records, monkey
 @pytest.mark.slow
 def test_prepare_then_train_reads_the_cache_and_trains_identically(tmp_path, repo_root, monkeypatch, trained_tiny):
     """A run reading ``omnidistill prepare``'s cache trains exactly as the session's shared run, which
-    tokenized on the fly with the same configuration: the same losses, the same final parameters."""
+    tokenized on the fly with the same configuration: the same losses, the same final parameters. Its
+    files carry a field of the user's own (``system``, named in ``data.keep_fields``), which training
+    reads and ignores."""
     monkeypatch.chdir(repo_root)
+    own = ["data.keep_fields=[system]"]
+    for split in ("train", "dev", "test"):
+        rows = [
+            json.loads(line) | {"system": f"sys{i % 3}"} for i, line in enumerate((repo_root / "data" / "sample" / f"{split}.jsonl").open())
+        ]
+        (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+        own.append(f"data.{split}=[{tmp_path / f'{split}.jsonl'}]")
     # a split whose file is missing stops prepare before any cache is built (it stopped after train's)
-    assert main(["prepare", "configs/tiny.yaml", f"data.token_cache={tmp_path / 'tc'}", "data.test=[data/sample/tst.jsonl]"]) == 2
+    assert main(["prepare", "configs/tiny.yaml", f"data.token_cache={tmp_path / 'tc'}", *own, "data.test=[data/sample/tst.jsonl]"]) == 2
+    assert not (tmp_path / "tc").exists()
+    assert main(["prepare", "configs/tiny.yaml", f"data.token_cache={tmp_path / 'tc'}", *own[1:]]) == 2  # system is not named
     assert not (tmp_path / "tc").exists()
     # the shared run's shapes and schedule (one bucket; several buckets from the cache:
     # test_batches_from_the_cache_equal_batches_tokenized_on_the_fly): its compiled steps serve this run
-    assert main(["prepare", "configs/tiny.yaml", f"data.token_cache={tmp_path / 'tc'}"]) == 0
+    assert main(["prepare", "configs/tiny.yaml", f"data.token_cache={tmp_path / 'tc'}", *own]) == 0
     folders = sorted(p.name.split("-")[0] for p in (tmp_path / "tc").iterdir())
     assert folders == ["dev", "test", "train"]
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "tc").rglob("*.npy")}
     cached = tmp_path / "cached"
-    args = [f"train.output_dir={cached}", *TRAINED_TINY, f"data.token_cache={tmp_path / 'tc'}"]
+    args = [f"train.output_dir={cached}", *TRAINED_TINY, f"data.token_cache={tmp_path / 'tc'}", *own]
     assert main(["train", "configs/tiny.yaml", *args]) == 0
     read_log = lambda run: [
         (r["step"], r["loss"]) for r in map(json.loads, (run / "train_log.jsonl").read_text().splitlines()) if "loss" in r

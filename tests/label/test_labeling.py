@@ -14,7 +14,7 @@ from typing import ClassVar
 import pytest
 
 from omnidistill.cli import main
-from omnidistill.data.schema import Record
+from omnidistill.data.schema import DataError, Record
 from omnidistill.label.aggregate import aggregate, majority_with_fallback
 from omnidistill.label.client import EndpointError
 from omnidistill.label.config import LabelConfig, load_label_config
@@ -281,6 +281,28 @@ def test_an_unreachable_endpoint_stops_the_run(tmp_path):
     assert len(calls) <= 4 and not (tmp_path / "out.jsonl").exists()  # the items in flight, not all 40
 
 
+def test_fields_of_your_own_go_through_labelling_into_training_data(server, tmp_path):
+    """A system column was refused by ``label``; ``keep_fields`` writes it back into each labelled line,
+    and training reads the output with ``data.keep_fields``."""
+    from omnidistill.config import DataConfig
+    from omnidistill.data.splits import load_split
+
+    rows = [
+        json.loads(line) | {"system": f"sys{i}"}
+        for i, line in enumerate(write_inputs(tmp_path / "in.jsonl", ["#ok", "#429"]).read_text().splitlines())
+    ]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(DataError, match="unknown field\\(s\\) system"):
+        Labeler(cfg_for(server, tmp_path)).label_file([str(tmp_path / "in.jsonl")], out)
+    assert Labeler(cfg_for(server, tmp_path)).label_file([str(tmp_path / "in.jsonl")], out, keep_fields=["system"])["labelled"] == 2
+    assert [json.loads(line)["system"] for line in out.read_text().splitlines()] == ["sys0", "sys1"]
+    with pytest.raises(DataError, match="unknown field\\(s\\) system"):
+        load_split(DataConfig(train=[str(out)]), "train")
+    records, _ = load_split(DataConfig(train=[str(out)], keep_fields=["system"]), "train")
+    assert [r.extra for r in records] == [{"system": "sys0"}, {"system": "sys1"}] and records[0].labels[1] == 4.0
+
+
 def test_label_cli(server, tmp_path, repo_root, capsys):
     inputs = write_inputs(tmp_path / "in.jsonl", ["#ok", "#429"])
     args = [
@@ -526,13 +548,17 @@ def test_pairwise_preferences_from_the_cli(server, tmp_path, repo_root, capsys):
         for i, c in enumerate(["Lyon", "Paris #better", "Nice"])
     ]
     rows.append({"id": "other", "task": "qa", "lang": "en", "question": "Another question?", "candidate": "x"})
+    for i, row in enumerate(rows[:2]):  # a field of the user's own, absent from the third candidate
+        row["system"] = f"sys{i}"
     inputs.write_text("\n".join(json.dumps(r) for r in rows))
     config = str(repo_root / "configs" / "label" / "three-samples-majority.yaml")
     args = ["label", "--pairwise", "--config", config, "--input", str(inputs), "--output", str(tmp_path / "pairs.jsonl"),
             f"base_url={server}", "api_key_env=TEST_JUDGE_KEY", f"cache_dir={tmp_path / 'c'}"]  # fmt: skip
-    assert main(args) == 0
+    assert main(args) == 2 and "unknown field(s) system" in capsys.readouterr().err
+    assert main([*args, "--keep-fields", "system"]) == 0
     assert "judged 3 of 3 pairs" in capsys.readouterr().out
-    pairs = {(p["id_a"], p["id_b"]): p["winner"] for p in map(json.loads, (tmp_path / "pairs.jsonl").read_text().splitlines())}
-    assert pairs == {("c0", "c1"): "c1", ("c0", "c2"): "c2", ("c1", "c2"): "c1"}
+    lines = [json.loads(line) for line in (tmp_path / "pairs.jsonl").read_text().splitlines()]
+    assert {(p["id_a"], p["id_b"]): p["winner"] for p in lines} == {("c0", "c1"): "c1", ("c0", "c2"): "c2", ("c1", "c2"): "c1"}
+    assert [(p["system_a"], p["system_b"]) for p in lines] == [("sys0", "sys1"), ("sys0", None), ("sys1", None)]
     with pytest.raises(JudgeOutputError):
         parse_pairwise_choice("I choose A as the better response. No, I choose B as the better response.")
