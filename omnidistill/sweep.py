@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from omnidistill import strict_json
-from omnidistill.config import Config, ConfigError, load_config, load_yaml, to_dict
+from omnidistill.config import Config, ConfigError, config_not_found, load_config, load_yaml, to_dict
 from omnidistill.runs.checkpoint import saved_steps
 from omnidistill.runs.run_dir import atomic_write_text, read_train_summary
 
@@ -38,7 +38,7 @@ def load_sweep(path: str | Path) -> dict[str, Any]:
     their lines, for errors found later (:func:`sweep_configs`)."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"{path}: sweep file not found")
+        raise ConfigError(f"{path}: {config_not_found(path, 'sweep file')}")
     text = path.read_text(encoding="utf-8")
     spec = load_yaml(text, path) or {}
     if not isinstance(spec, dict):

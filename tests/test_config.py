@@ -172,3 +172,26 @@ def test_eval_compiler_options_keep_their_yaml_types(repo_root):
     assert load_config(repo_root / "configs" / "tiny.yaml").eval.compiler_options == {}
     with pytest.raises(ConfigError, match=r"eval\.compiler_options\.x"):
         load_config(repo_root / "configs" / "tiny.yaml", ["eval.compiler_options.x=[1, 2]"])
+
+
+def test_a_config_not_found_says_where_it_was_looked_for(tmp_path, monkeypatch, capsys):
+    """Run away from a clone's root (or with omnidistill installed from a wheel, which ships no configs),
+    ``omnidistill train configs/tiny.yaml`` said only ``config file not found``."""
+    from omnidistill.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    here = f"relative paths are read from the current directory, {tmp_path}"
+    shipped = "the configs the docs name are in the omnidistill repository's configs/ folder: run from its root"
+    for command, what in [
+        (["train", "configs/tiny.yaml"], "config file"),
+        (["prepare", "configs/tiny.yaml"], "config file"),
+        (["sweep", "configs/ablations/heads.yaml"], "sweep file"),
+        (["label", "--config", "configs/label/gpt41.yaml", "--input", "x.jsonl", "--output", "y.jsonl"], "config file"),
+    ]:
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert f"{what} not found ({here}; {shipped})" in err, err
+    assert main(["train", "mine.yaml"]) == 2
+    assert f"mine.yaml: config file not found ({here})\n" in capsys.readouterr().err
+    assert main(["train", str(tmp_path / "mine.yaml")]) == 2
+    assert f"{tmp_path / 'mine.yaml'}: config file not found\n" in capsys.readouterr().err

@@ -524,13 +524,25 @@ def load_yaml(text: str, where: str | Path) -> Any:
         raise ConfigError(f"{where}: invalid YAML: {err}") from None
 
 
+def config_not_found(path: str | Path, what: str = "config file") -> str:
+    """Why a config (or sweep) file ``path`` was not found: for a relative path, the directory it was
+    looked for in, and for one under ``configs/`` where the shipped configs are (a clone's root, not an
+    installed wheel)."""
+    text = f"{what} not found"
+    if "://" in str(path) or Path(path).is_absolute():
+        return text
+    shipped = "; the configs the docs name are in the omnidistill repository's configs/ folder: run from its root"
+    where = f"relative paths are read from the current directory, {Path.cwd()}"
+    return f"{text} ({where}{shipped if Path(path).parts[:1] == ('configs',) else ''})"
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """Load ``path`` (YAML) and apply dotted overrides; validates every key and type."""
     data: dict[str, Any] = {}
     if path is not None:
         from omnidistill.storage import existing_file
 
-        path = existing_file(path, ConfigError, "config file not found")
+        path = existing_file(path, ConfigError, config_not_found(path))
         loaded = load_yaml(path.read_bytes().decode("utf-8"), path)
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: top level must be a mapping")

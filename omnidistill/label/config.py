@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
-from omnidistill.config import ConfigError, apply_override, from_dict, load_yaml
+from omnidistill.config import ConfigError, apply_override, config_not_found, from_dict, load_yaml
 from omnidistill.config.limits import FRACTION, POSITIVE, Limit, at_least, limit_error
 
 
@@ -89,7 +89,7 @@ def load_label_config(path: str | Path | None, overrides: list[str] | tuple[str,
     if path is not None:
         path = Path(path)
         if not path.is_file():
-            raise ConfigError(f"{path}: config file not found")
+            raise ConfigError(f"{path}: {config_not_found(path)}")
         data = load_yaml(path.read_text(encoding="utf-8"), path) or {}
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: top level must be a mapping")
