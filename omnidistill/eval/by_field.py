@@ -46,11 +46,12 @@ def field_report(
         groups[value] = metrics
     level = {}
     for dim in DIMENSIONS:
-        pairs = [(m["mean_label"][dim], m["mean_pred"][dim]) for v, m in groups.items() if v != MISSING and m["dimensions"][dim]["n"]]
-        label_means, pred_means = (np.asarray(side, np.float64) for side in zip(*pairs, strict=True)) if pairs else (np.zeros(0),) * 2
-        enough = len(pairs) >= MIN_GROUPS
+        labelled = [m for v, m in groups.items() if v != MISSING and m["dimensions"][dim]["n"]]
+        label_means = np.array([m["mean_label"][dim] for m in labelled], np.float64)
+        pred_means = np.array([m["mean_pred"][dim] for m in labelled], np.float64)
+        enough = len(labelled) >= MIN_GROUPS
         level[dim] = {
-            "groups": len(pairs),
+            "groups": len(labelled),
             "pearson": pearson(pred_means, label_means) if enough else float("nan"),
             "kendall": pair_counts(label_means, pred_means, 0.0).tau_b if enough else float("nan"),
         }
