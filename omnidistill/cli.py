@@ -245,16 +245,19 @@ def field_names(text: str) -> list[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
 
 
-def add_own_field_options(p: argparse.ArgumentParser, output: str, reported: str) -> None:
-    """``--keep-fields`` and ``--group-by`` (``omnidistill.data.own_fields``): fields of the user's own
-    carried to ``output``, and fields whose values get ``reported`` of their own."""
+def add_keep_fields(p: argparse.ArgumentParser, carried: str) -> None:
+    """``--keep-fields`` (``omnidistill.data.own_fields``): fields of the user's own, ``carried`` to the output."""
     p.add_argument(
         "--keep-fields",
         type=field_names,
         default=[],
         metavar="NAME[,NAME]",
-        help=f"fields of your own (outside the schema, e.g. system) to read and write back beside the {output}, never model input",
+        help=f"fields of your own (outside the schema, e.g. system), never model input: {carried}",
     )
+
+
+def add_group_by(p: argparse.ArgumentParser, reported: str) -> None:
+    """``--group-by``: fields whose values each get ``reported`` of their own."""
     p.add_argument(
         "--group-by",
         type=field_names,
@@ -386,7 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="L-MAE weights: JSON/YAML mapping language -> weight (default: eval.lang_weights, else items per language)",
     )
-    add_own_field_options(p, "predictions", "metrics (default: eval.group_by of the run)")
+    add_keep_fields(p, "read and written into the predictions (beside the run's data.keep_fields)")
+    add_group_by(p, "metrics (default: eval.group_by of the run)")
     add_scoring_program_options(p)
     p.add_argument(
         "--compare",
@@ -413,7 +417,8 @@ def build_parser() -> argparse.ArgumentParser:
         help=TOKENS_HELP.format(default="a run's eval.batch_tokens; else 1024 on one CPU device, 0 otherwise"),
     )
     p.add_argument("--skip-invalid", action="store_true", help="skip malformed lines (counted) instead of failing on the first")
-    add_own_field_options(p, "scores", "mean scores")
+    add_keep_fields(p, "read and written back beside the scores")
+    add_group_by(p, "mean scores")
     p.add_argument(
         "--resume", action="store_true", help="continue an interrupted OUTPUT: keep its complete lines (checked by id), score the rest"
     )
@@ -435,14 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="pairwise preferences (CE-Judge checklists) between candidates that share one input, instead of 1-5 labels",
     )
-    p.add_argument(
-        "--keep-fields",
-        type=field_names,
-        default=[],
-        metavar="NAME[,NAME]",
-        help="fields of your own (outside the schema, e.g. system) written back into each labelled line as they are (with --pairwise: "
-        "NAME_a and NAME_b); training reads them with data.keep_fields",
-    )
+    add_keep_fields(p, "written back into each labelled line (--pairwise: NAME_a and NAME_b); training reads them with data.keep_fields")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. concurrency=4 models=[gpt-4.1-mini]")
     p.set_defaults(func=_label)
 
