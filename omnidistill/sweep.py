@@ -13,6 +13,10 @@ Each run trains into ``output_dir/<name>`` and is scored on dev with its best ch
 (``summary.md``, ``summary.json``) lists dev MAE (mean over dimensions), RMSE, Pearson, Acc@±1 and
 wall time per run, and for heads with a level distribution the NLL of the dev labels and the Spearman
 correlation of the predicted std with the absolute error (:mod:`omnidistill.eval.uncertainty`).
+
+With ``seeds: [0, 1, 2]`` every run trains once per seed (``train.seed``), into ``<name>_s<seed>``, and
+the table starts with each run's mean and sample standard deviation over its seeds
+(``summary_seeds.json``): one seed's difference between two runs is often within the seed spread.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -44,13 +49,18 @@ def load_sweep(path: str | Path) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise ConfigError(f"{path}: expected a mapping with base, output_dir, overrides and runs")
     lines = _key_lines(text)
-    unknown = set(spec) - {"base", "output_dir", "overrides", "runs"}
+    unknown = set(spec) - {"base", "output_dir", "overrides", "runs", "seeds"}
     if unknown:
         first = min(unknown, key=lambda k: lines.get(str(k), 0))
         raise ConfigError(
             f"{path}:{lines.get(str(first), 1)}: unknown key(s) {', '.join(sorted(map(str, unknown)))} "
-            "(valid: base, output_dir, overrides, runs)"
+            "(valid: base, output_dir, overrides, runs, seeds)"
         )
+    seeds = spec.get("seeds")
+    if seeds is not None and (
+        not isinstance(seeds, list) or not seeds or not all(type(x) is int and x >= 0 for x in seeds) or len(set(seeds)) < len(seeds)
+    ):
+        raise ConfigError(f"{path}:{lines.get('seeds', 1)}: seeds must be a list of distinct integers >= 0, got {seeds!r}")
     if not isinstance(spec.get("runs"), dict) or not spec["runs"]:
         raise ConfigError(f"{path}:{lines.get('runs', 1)}: runs must map run names to lists of overrides")
     for name, overrides in spec["runs"].items():
@@ -93,21 +103,38 @@ def run_error(path: str | Path, spec: dict[str, Any], name: str, err: Exception)
     return ConfigError(f"{path}:{spec['lines'].get(f'runs.{name}', 1)}: runs.{name}: {err}")
 
 
+def seed_runs(spec: dict[str, Any]) -> dict[str, tuple[str, int | None]]:
+    """Each run the sweep trains, by its folder name: the sweep file's run and the seed it trains with
+    (``<run>_s<seed>`` for each of ``seeds``; the run itself and None without them)."""
+    seeds = spec.get("seeds")
+    if seeds is None:
+        return {name: (name, None) for name in spec["runs"]}
+    return {f"{name}_s{seed}": (name, seed) for name in spec["runs"] for seed in seeds}
+
+
 def sweep_configs(path: str | Path, spec: dict[str, Any], common: list[str], out: Path) -> dict[str, Config]:
-    """Each run's config (the base config, ``common`` overrides, the run's own, its output directory);
-    an error names the sweep file, the run's line and the run."""
+    """Each run's config (the base config, ``common`` overrides, the run's own, its seed, its output
+    directory), by folder name (:func:`seed_runs`); an error names the sweep file, the run's line and the run."""
     configs = {}
     owned = f"train.output_dir is the sweep's: each run trains into {out}/<run name> (set the sweep file's output_dir instead)"
-    sets_dir = lambda overrides: any(str(o).startswith("train.output_dir=") for o in overrides)
-    if sets_dir(spec.get("overrides", [])):
-        raise ConfigError(f"{path}:{spec['lines'].get('overrides', 1)}: overrides: {owned}")
-    if sets_dir(common):
-        raise ConfigError(f"{path}: an override on the command line: {owned}")
-    for name, overrides in spec["runs"].items():
-        if sets_dir(overrides):
-            raise run_error(path, spec, name, ConfigError(owned))
+    seeded = "train.seed is the sweep's seeds: each run trains once per seed (remove the override, or the seeds)"
+    sets = lambda key, overrides: any(str(o).startswith(f"{key}=") for o in overrides)
+    for key, refusal in [("train.output_dir", owned), *([("train.seed", seeded)] if "seeds" in spec else [])]:
+        if sets(key, spec.get("overrides", [])):
+            raise ConfigError(f"{path}:{spec['lines'].get('overrides', 1)}: overrides: {refusal}")
+        if sets(key, common):
+            raise ConfigError(f"{path}: an override on the command line: {refusal}")
+        for name, overrides in spec["runs"].items():
+            if sets(key, overrides):
+                raise run_error(path, spec, name, ConfigError(refusal))
+    runs = seed_runs(spec)
+    clash = sorted(set(runs) & set(spec["runs"])) if "seeds" in spec else []
+    if clash:  # a run named like another run's seed folder would share its directory
+        raise run_error(path, spec, clash[0], ConfigError(f"{clash[0]} is also the folder of a run's seed; rename it"))
+    for folder, (name, seed) in runs.items():
+        own = [*spec["runs"][name], *([f"train.seed={seed}"] if seed is not None else [])]
         try:
-            configs[name] = load_config(spec["base"], [*common, *overrides, f"train.output_dir={out / name}"])
+            configs[folder] = load_config(spec["base"], [*common, *own, f"train.output_dir={out / folder}"])
         except (ConfigError, ValueError) as err:
             raise run_error(path, spec, name, err) from None
     return configs
@@ -143,13 +170,14 @@ def run_sweep(
     from omnidistill.train.setup import check_run_config
 
     spec = load_sweep(path)
-    unknown = [name for name in only if name not in spec["runs"]]
+    runs = seed_runs(spec)
+    unknown = [name for name in only if name not in spec["runs"] and name not in runs]
     if unknown:
         raise ConfigError(f"{path}: no run named {', '.join(unknown)} (runs: {', '.join(spec['runs'])})")
     out = Path(output_dir or spec.get("output_dir", "runs/sweep"))
     common = [*spec.get("overrides", []), *extra_overrides]
     configs = sweep_configs(path, spec, common, out)
-    selected = [name for name in configs if not only or name in only]
+    selected = [name for name in configs if not only or name in only or runs[name][0] in only]
     finished = {name: read_train_summary(cfg.train.output_dir) for name, cfg in configs.items()}
     for name in configs:  # resuming lists every finished run of the file: each is checked
         if name in selected or resume:
@@ -159,7 +187,7 @@ def run_sweep(
             try:
                 check_run_config(configs[name])
             except (ValueError, OSError) as err:
-                raise run_error(path, spec, name, err) from None
+                raise run_error(path, spec, runs[name][0], err) from None
     previous = {r["run"]: r for r in _read_rows(out)} if resume else {}
     rows: dict[str, dict[str, Any]] = {}
 
@@ -184,7 +212,8 @@ def run_sweep(
         report, doubt = full["overall"], full.get("uncertainty", {})
         rows[name] = {
             "run": name,
-            "overrides": spec["runs"][name],
+            "overrides": spec["runs"][runs[name][0]],
+            **({"sweep_run": runs[name][0], "seed": runs[name][1]} if runs[name][1] is not None else {}),
             "dev_mae": report["mae_dims"],
             "dev_rmse": report["rmse"],
             "dev_pearson": report["pearson"],
@@ -246,7 +275,57 @@ def _wall(row: dict[str, Any]) -> str:
     return f"{row['wall_s']:.1f}" + (" (resumed: this part)" if row.get("resumed") else "")
 
 
+SEED_METRICS = ("dev_mae", "dev_rmse", "dev_pearson", "dev_acc1", "dev_nll", "dev_std_error_spearman")
+"""The row metrics :func:`seed_summary` takes the mean and standard deviation of."""
+
+
+def seed_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per sweep-file run trained with ``seeds``, in the rows' order: the seeds finished and each
+    metric's mean and sample standard deviation (n - 1) over them, ``{"mean", "sd"}``. A seed whose
+    value is missing or undefined is left out of that metric; ``sd`` is null below two values."""
+    members: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if "seed" in row:
+            members.setdefault(row["sweep_run"], []).append(row)
+    out = []
+    for name, seeded in members.items():
+        row = {"run": name, "overrides": seeded[0]["overrides"], "seeds": [r["seed"] for r in seeded]}
+        for key in SEED_METRICS:
+            values = [r[key] for r in seeded if r.get(key) is not None and math.isfinite(r[key])]
+            row[key] = {"mean": statistics.fmean(values) if values else None, "sd": statistics.stdev(values) if len(values) > 1 else None}
+        out.append(row)
+    return out
+
+
+def _spread(cell: dict[str, float | None], digits: int) -> str:
+    """``mean ± sd`` (``mean`` alone with one seed)."""
+    return _maybe(cell["mean"], digits) + ("" if cell["sd"] is None else f" ± {_maybe(cell['sd'], digits)}")
+
+
+def seed_markdown(summary: list[dict[str, Any]]) -> str:
+    """The table of :func:`seed_summary`."""
+    lines = [
+        "| run | overrides | seeds | dev MAE | RMSE | Pearson r | Acc@±1 | NLL | Spearman(std, error) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in summary:
+        digits = (4, 4, 3, 3, 3, 3)
+        cells = " | ".join(_spread(r[key], d) for key, d in zip(SEED_METRICS, digits, strict=True))
+        lines.append(f"| {r['run']} | `{' '.join(r['overrides'])}` | {', '.join(map(str, r['seeds']))} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
 def summary_markdown(rows: list[dict[str, Any]]) -> str:
+    """The sweep's table: with seeds, the mean ± standard deviation over each run's seeds first, then
+    every seed's row."""
+    seeded = seed_summary(rows)
+    if seeded:
+        return f"Mean ± sample standard deviation over seeds:\n\n{seed_markdown(seeded)}\nEach seed:\n\n{run_markdown(rows)}"
+    return run_markdown(rows)
+
+
+def run_markdown(rows: list[dict[str, Any]]) -> str:
+    """One row per trained run."""
     lines = [
         "| run | overrides | dev MAE | RMSE | Pearson r | Acc@±1 | NLL | Spearman(std, error) | steps | wall (s) |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -262,6 +341,11 @@ def summary_markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def write_summary(out: Path, rows: list[dict[str, Any]]) -> None:
+    """``summary.json`` (one row per trained run), ``summary.md``, and with seeds ``summary_seeds.json``
+    (:func:`seed_summary`)."""
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "summary.json", strict_json.dumps(rows, indent=2))
+    seeded = seed_summary(rows)
+    if seeded:
+        atomic_write_text(out / "summary_seeds.json", strict_json.dumps(seeded, indent=2))
     atomic_write_text(out / "summary.md", summary_markdown(rows))

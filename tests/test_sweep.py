@@ -1,6 +1,8 @@
 """The shipped head-ablation sweep runs end to end on the tiny default and writes one table."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -80,12 +82,16 @@ def test_shipped_heads_sweep_runs_and_resumes(repo_root, tmp_path, monkeypatch, 
     assert "| classification |" in capsys.readouterr().out
 
 
-def test_recipe_sweep_configs_are_valid(repo_root):
-    from omnidistill.config import load_config
+@pytest.mark.parametrize("name", ["heads", "recipe", "soft_labels"])
+def test_shipped_sweep_configs_are_valid(repo_root, tmp_path, name):
+    from omnidistill.sweep import sweep_configs
 
-    spec = load_sweep(repo_root / "configs" / "ablations" / "recipe.yaml")
-    for overrides in spec["runs"].values():
-        load_config(spec["base"], overrides)
+    path = repo_root / "configs" / "ablations" / f"{name}.yaml"
+    spec = load_sweep(path)
+    configs = sweep_configs(path, spec, [], tmp_path)
+    if name == "soft_labels":  # the folders the docs' table names, each with its seed
+        assert [(run, cfg.train.seed) for run, cfg in configs.items()][:3] == [("mse_s0", 0), ("mse_s1", 1), ("mse_s2", 2)]
+        assert len(configs) == 12 and configs["distribution_s2"].loss.name == "distribution"
 
 
 def test_malformed_sweep_is_named(tmp_path, repo_root):
@@ -149,3 +155,63 @@ def test_an_undefined_metric_is_null_in_the_summary_and_a_dash_in_its_table(tmp_
     (back,) = _read_rows(tmp_path)
     write_summary(tmp_path, [back])  # what --resume does with the rows it read
     assert "| 0.8000 | 1.0000 | — | 0.700 |" in (tmp_path / "summary.md").read_text()
+
+
+def test_seeds_train_each_run_once_per_seed_and_the_table_gives_mean_and_spread(tmp_path, repo_root, monkeypatch, capsys):
+    """``seeds: [0, 1, 2]`` trains every run once per seed into ``<run>_s<seed>`` with that
+    ``train.seed``, and tables each run's mean and sample standard deviation over its seeds (training
+    and the dev evaluation stand in here: the sweep's own work is the expansion and the table)."""
+    import numpy as np
+
+    from omnidistill.config import dump_config
+    from omnidistill.runs.run_dir import TRAIN_SUMMARY
+
+    dev_mae = {"a_s0": 0.80, "a_s1": 0.90, "a_s2": 0.85, "b_s0": 0.70, "b_s1": 0.74, "b_s2": 0.72}
+    trained = []
+
+    def fake_train(cfg, resume=False):
+        trained.append((Path(cfg.train.output_dir).name, cfg.train.seed, cfg.model.head))
+        run = Path(cfg.train.output_dir)
+        run.mkdir(parents=True)
+        dump_config(cfg, run / "config.yaml")  # what --resume compares
+        (run / TRAIN_SUMMARY).write_text('{"steps": 3}')  # a finished run
+        return {"steps": 3}
+
+    def fake_eval(run_dir, split="dev"):
+        mae = dev_mae[Path(run_dir).name]
+        pearson = float("nan") if Path(run_dir).name == "b_s2" else 1 - mae  # undefined for one seed: left out
+        return {"overall": {"mae_dims": mae, "rmse": mae + 0.2, "pearson": pearson, "acc1": 0.6}}
+
+    monkeypatch.setattr("omnidistill.train.loop.train", fake_train)
+    monkeypatch.setattr("omnidistill.eval.run_eval.evaluate_run", fake_eval)
+    path = tmp_path / "s.yaml"
+    head = [f"base: {repo_root / 'configs' / 'tiny.yaml'}", "runs:", "  a: [model.head=ordinal]", "  b: [model.head=linear_sigmoid]"]
+    path.write_text("\n".join([*head, "seeds: [0, 1, 2]"]) + "\n")
+    out = tmp_path / "out"
+    assert main(["sweep", str(path), "--output-dir", str(out), "--only", "b"]) == 0
+    assert trained == [(f"b_s{seed}", seed, "linear_sigmoid") for seed in (0, 1, 2)]
+    assert main(["sweep", str(path), "--output-dir", str(out), "--only", "a_s1,a_s0,a_s2", "--resume"]) == 0
+    assert trained[3:] == [(f"a_s{seed}", seed, "ordinal") for seed in (0, 1, 2)]
+    rows = json.loads((out / "summary.json").read_text())
+    assert [(r["run"], r["sweep_run"], r["seed"]) for r in rows] == [(f"{n}_s{s}", n, s) for n in "ab" for s in (0, 1, 2)]
+    seeded = json.loads((out / "summary_seeds.json").read_text())
+    assert [(r["run"], r["seeds"]) for r in seeded] == [("a", [0, 1, 2]), ("b", [0, 1, 2])]
+    for r in seeded:
+        maes = np.array([dev_mae[f"{r['run']}_s{s}"] for s in (0, 1, 2)])
+        assert r["dev_mae"]["mean"] == pytest.approx(maes.mean(), abs=1e-12)
+        assert r["dev_mae"]["sd"] == pytest.approx(maes.std(ddof=1), abs=1e-12)
+        assert r["dev_nll"] == {"mean": None, "sd": None}
+    assert seeded[1]["dev_pearson"]["mean"] == pytest.approx(1 - 0.72, abs=1e-12)  # b_s2's NaN is left out
+    table = (out / "summary.md").read_text()
+    a = seeded[0]["dev_mae"]
+    assert table.startswith("Mean ± sample standard deviation over seeds:")
+    assert f"| a | `model.head=ordinal` | 0, 1, 2 | {a['mean']:.4f} ± {a['sd']:.4f} |" in table
+    assert "| b_s2 | `model.head=linear_sigmoid` |" in table.split("Each seed:")[1]
+    for text, message in [  # the seed is the sweep's; a run's name may not be another run's seed folder
+        ("\n".join([*head, "  c: [train.seed=3]", "seeds: [0, 1]"]), rf"{path}:5: runs.c: train.seed is the sweep's seeds"),
+        ("\n".join([*head, "  a_s1: [model.head=ordinal]", "seeds: [0, 1]"]), rf"{path}:5: runs.a_s1: a_s1 is also the folder"),
+        ("\n".join([*head, "seeds: [0, 0]"]), rf"{path}:5: seeds must be a list of distinct integers >= 0, got \[0, 0\]"),
+    ]:
+        path.write_text(text + "\n")
+        assert main(["sweep", str(path), "--output-dir", str(tmp_path / "other")]) == 2
+        assert re.search(message, capsys.readouterr().err)
