@@ -17,6 +17,8 @@ correlation of the predicted std with the absolute error (:mod:`omnidistill.eval
 With ``seeds: [0, 1, 2]`` every run trains once per seed (``train.seed``), into ``<name>_s<seed>``, and
 the table starts with each run's mean and sample standard deviation over its seeds
 (``summary_seeds.json``): one seed's difference between two runs is often within the seed spread.
+With ``test: true`` each run's best dev checkpoint is also evaluated on ``data.test``, and the rows
+gain its metrics.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import yaml
 
 from omnidistill import strict_json
 from omnidistill.config import Config, ConfigError, config_not_found, load_config, load_yaml, to_dict
+from omnidistill.data.splits import check_split_files
 from omnidistill.runs.checkpoint import saved_steps
 from omnidistill.runs.run_dir import atomic_write_text, read_train_summary
 
@@ -49,18 +52,20 @@ def load_sweep(path: str | Path) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise ConfigError(f"{path}: expected a mapping with base, output_dir, overrides and runs")
     lines = _key_lines(text)
-    unknown = set(spec) - {"base", "output_dir", "overrides", "runs", "seeds"}
+    unknown = set(spec) - {"base", "output_dir", "overrides", "runs", "seeds", "test"}
     if unknown:
         first = min(unknown, key=lambda k: lines.get(str(k), 0))
         raise ConfigError(
             f"{path}:{lines.get(str(first), 1)}: unknown key(s) {', '.join(sorted(map(str, unknown)))} "
-            "(valid: base, output_dir, overrides, runs, seeds)"
+            "(valid: base, output_dir, overrides, runs, seeds, test)"
         )
     seeds = spec.get("seeds")
     if seeds is not None and (
         not isinstance(seeds, list) or not seeds or not all(type(x) is int and x >= 0 for x in seeds) or len(set(seeds)) < len(seeds)
     ):
         raise ConfigError(f"{path}:{lines.get('seeds', 1)}: seeds must be a list of distinct integers >= 0, got {seeds!r}")
+    if not isinstance(spec.get("test", False), bool):
+        raise ConfigError(f"{path}:{lines.get('test', 1)}: test must be true or false, got {spec['test']!r}")
     if not isinstance(spec.get("runs"), dict) or not spec["runs"]:
         raise ConfigError(f"{path}:{lines.get('runs', 1)}: runs must map run names to lists of overrides")
     for name, overrides in spec["runs"].items():
@@ -183,11 +188,13 @@ def run_sweep(
         if name in selected or resume:
             check_run_directory(name, configs[name], resume, finished[name] is not None)
     for name in selected:  # what training would refuse, for every run before the first one trains
-        if not (resume and finished[name] is not None):
-            try:
+        try:
+            if not (resume and finished[name] is not None):
                 check_run_config(configs[name])
-            except (ValueError, OSError) as err:
-                raise run_error(path, spec, runs[name][0], err) from None
+            if spec.get("test"):  # each run is evaluated on it after training
+                check_test_split(configs[name])
+        except (ValueError, OSError) as err:
+            raise run_error(path, spec, runs[name][0], err) from None
     previous = {r["run"]: r for r in _read_rows(out)} if resume else {}
     rows: dict[str, dict[str, Any]] = {}
 
@@ -199,6 +206,8 @@ def run_sweep(
         done = finished[name] if resume else None  # trained by an earlier invocation
         if name in previous and done is not None:
             rows[name] = previous[name]  # and evaluated by it
+            if spec.get("test") and "test_mae" not in rows[name]:  # test: true added since
+                rows[name].update(metrics_on_test(evaluate_run(run_dir, split="test", bootstrap_samples=0, plots=False)))
         if name not in selected or name in rows:
             continue
         resumed = done is None and resume and bool(saved_steps(run_dir))
@@ -224,6 +233,8 @@ def run_sweep(
             "wall_s": None if done is not None else wall,  # of this invocation: a resumed run's earlier part is not counted
             "resumed": resumed,
         }
+        if spec.get("test"):
+            rows[name].update(metrics_on_test(evaluate_run(run_dir, split="test", bootstrap_samples=0, plots=False)))
         write_summary(out, table())
     write_summary(out, table())  # also when every row was kept from before
     return SweepOutcome(table())
@@ -275,8 +286,40 @@ def _wall(row: dict[str, Any]) -> str:
     return f"{row['wall_s']:.1f}" + (" (resumed: this part)" if row.get("resumed") else "")
 
 
-SEED_METRICS = ("dev_mae", "dev_rmse", "dev_pearson", "dev_acc1", "dev_nll", "dev_std_error_spearman")
-"""The row metrics :func:`seed_summary` takes the mean and standard deviation of."""
+def check_test_split(cfg: Config) -> None:
+    """Refuse ``test: true`` for a run with no test data (``data.test``'s files, or TFDS), or whose
+    ``data.test`` files are not there."""
+    if not cfg.data.test and cfg.data.tfds is None:
+        raise ConfigError("test: true, but data.test names no file")
+    check_split_files(cfg.data, "test", "data.test")
+
+
+def metrics_on_test(report: dict[str, Any]) -> dict[str, float]:
+    """A run's row entries from its test report (``test: true``): the best dev checkpoint on ``data.test``."""
+    overall = report["overall"]
+    return {"test_mae": overall["mae_dims"], "test_rmse": overall["rmse"], "test_pearson": overall["pearson"], "test_acc1": overall["acc1"]}
+
+
+COLUMNS = (
+    ("dev_mae", "dev MAE", 4),
+    ("dev_rmse", "RMSE", 4),
+    ("dev_pearson", "Pearson r", 3),
+    ("dev_acc1", "Acc@±1", 3),
+    ("dev_nll", "NLL", 3),
+    ("dev_std_error_spearman", "Spearman(std, error)", 3),
+)
+"""The metrics of every row: key, table header, digits."""
+TEST_COLUMNS = (
+    ("test_mae", "test MAE", 4),
+    ("test_rmse", "test RMSE", 4),
+    ("test_pearson", "test Pearson r", 3),
+    ("test_acc1", "test Acc@±1", 3),
+)
+"""The metrics of a row with ``test: true``."""
+
+
+def _columns(rows: list[dict[str, Any]]) -> tuple[tuple[str, str, int], ...]:
+    return COLUMNS + (TEST_COLUMNS if any("test_mae" in r for r in rows) else ())
 
 
 def seed_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -290,7 +333,7 @@ def seed_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for name, seeded in members.items():
         row = {"run": name, "overrides": seeded[0]["overrides"], "seeds": [r["seed"] for r in seeded]}
-        for key in SEED_METRICS:
+        for key, _, _ in _columns(seeded):
             values = [r[key] for r in seeded if r.get(key) is not None and math.isfinite(r[key])]
             row[key] = {"mean": statistics.fmean(values) if values else None, "sd": statistics.stdev(values) if len(values) > 1 else None}
         out.append(row)
@@ -304,13 +347,10 @@ def _spread(cell: dict[str, float | None], digits: int) -> str:
 
 def seed_markdown(summary: list[dict[str, Any]]) -> str:
     """The table of :func:`seed_summary`."""
-    lines = [
-        "| run | overrides | seeds | dev MAE | RMSE | Pearson r | Acc@±1 | NLL | Spearman(std, error) |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
+    columns = _columns(summary)
+    lines = ["| run | overrides | seeds | " + " | ".join(h for _, h, _ in columns) + " |", "|---|---|---|" + "---:|" * len(columns)]
     for r in summary:
-        digits = (4, 4, 3, 3, 3, 3)
-        cells = " | ".join(_spread(r[key], d) for key, d in zip(SEED_METRICS, digits, strict=True))
+        cells = " | ".join(_spread(r[key], digits) for key, _, digits in columns)
         lines.append(f"| {r['run']} | `{' '.join(r['overrides'])}` | {', '.join(map(str, r['seeds']))} | {cells} |")
     return "\n".join(lines) + "\n"
 
@@ -326,17 +366,12 @@ def summary_markdown(rows: list[dict[str, Any]]) -> str:
 
 def run_markdown(rows: list[dict[str, Any]]) -> str:
     """One row per trained run."""
-    lines = [
-        "| run | overrides | dev MAE | RMSE | Pearson r | Acc@±1 | NLL | Spearman(std, error) | steps | wall (s) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    columns = _columns(rows)
+    head = " | ".join(h for _, h, _ in columns)
+    lines = [f"| run | overrides | {head} | steps | wall (s) |", "|---|---|" + "---:|" * (len(columns) + 2)]
     for r in rows:
-        lines.append(
-            f"| {r['run']} | `{' '.join(r['overrides'])}` | {_maybe(r['dev_mae'], 4)} | {_maybe(r['dev_rmse'], 4)} | "
-            f"{_maybe(r['dev_pearson'])} | {_maybe(r['dev_acc1'])} | {_maybe(r.get('dev_nll'))} | "
-            f"{_maybe(r.get('dev_std_error_spearman'))} | "
-            f"{r['steps']} | {_wall(r)} |"
-        )
+        cells = " | ".join(_maybe(r.get(key), digits) for key, _, digits in columns)
+        lines.append(f"| {r['run']} | `{' '.join(r['overrides'])}` | {cells} | {r['steps']} | {_wall(r)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -215,3 +215,50 @@ def test_seeds_train_each_run_once_per_seed_and_the_table_gives_mean_and_spread(
         path.write_text(text + "\n")
         assert main(["sweep", str(path), "--output-dir", str(tmp_path / "other")]) == 2
         assert re.search(message, capsys.readouterr().err)
+
+
+def test_test_true_adds_the_test_metrics_of_each_runs_best_dev_checkpoint(tmp_path, repo_root, monkeypatch, capsys):
+    """``test: true`` evaluates every run on ``data.test`` after its dev evaluation, and a run finished
+    before the key was set gets its test row on ``--resume`` without training again; a run with no
+    test data is refused before anything trains (training and evaluation stand in)."""
+    from omnidistill.config import dump_config
+    from omnidistill.runs.run_dir import TRAIN_SUMMARY
+
+    trained, evaluated = [], []
+
+    def fake_train(cfg, resume=False):
+        trained.append(Path(cfg.train.output_dir).name)
+        run = Path(cfg.train.output_dir)
+        run.mkdir(parents=True)
+        dump_config(cfg, run / "config.yaml")
+        (run / TRAIN_SUMMARY).write_text('{"steps": 3}')
+        return {"steps": 3}
+
+    def fake_eval(run_dir, split="dev", **_):
+        evaluated.append((Path(run_dir).name, split))
+        mae = {"dev": 0.8, "test": 0.7}[split] + 0.01 * int(Path(run_dir).name[-1])
+        return {"overall": {"mae_dims": mae, "rmse": 1.0, "pearson": 0.5, "acc1": 0.6}}
+
+    monkeypatch.setattr("omnidistill.train.loop.train", fake_train)
+    monkeypatch.setattr("omnidistill.eval.run_eval.evaluate_run", fake_eval)
+    path = tmp_path / "s.yaml"
+    text = f"base: {repo_root / 'configs' / 'tiny.yaml'}\nseeds: [0, 1]\nruns:\n  a: [model.head=ordinal]\n"
+    path.write_text(text)
+    out = tmp_path / "out"
+    assert main(["sweep", str(path), "--output-dir", str(out)]) == 0
+    assert "test_mae" not in json.loads((out / "summary.json").read_text())[0]
+    path.write_text(text + "test: true\n")
+    assert main(["sweep", str(path), "--output-dir", str(out), "--resume"]) == 0
+    assert trained == ["a_s0", "a_s1"] and evaluated[-2:] == [("a_s0", "test"), ("a_s1", "test")]
+    rows = json.loads((out / "summary.json").read_text())
+    assert [r["test_mae"] for r in rows] == pytest.approx([0.70, 0.71])
+    (seeded,) = json.loads((out / "summary_seeds.json").read_text())
+    assert seeded["test_mae"]["mean"] == pytest.approx(0.705) and seeded["test_mae"]["sd"] == pytest.approx(0.01 / 2**0.5)
+    table = (out / "summary.md").read_text()
+    assert "| dev MAE | RMSE | Pearson r | Acc@±1 | NLL | Spearman(std, error) | test MAE | test RMSE |" in table
+    assert "| 0.7050 ± 0.0071 |" in table and "| a_s1 | `model.head=ordinal` | 0.8100 |" in table
+    assert main(["sweep", str(path), "data.test=[]", "--output-dir", str(tmp_path / "other")]) == 2
+    assert f"{path}:4: runs.a: test: true, but data.test names no file" in capsys.readouterr().err
+    assert main(["sweep", str(path), f"data.test=[{tmp_path / 'nope.jsonl'}]", "--output-dir", str(tmp_path / "other")]) == 2
+    assert "nope.jsonl: file not found (data.test" in capsys.readouterr().err
+    assert trained == ["a_s0", "a_s1"] and not (tmp_path / "other").exists()
