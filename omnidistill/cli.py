@@ -139,7 +139,7 @@ def _score(args: argparse.Namespace) -> int:
     resumed = f" (kept {done['resumed']} already scored, scored {done['scored']})" if args.resume else ""
     skipped = f"; {done['skipped']} invalid skipped" if done["skipped"] else ""
     print(f"scored {done['items']} items with {scorer.source} -> {args.output}{resumed}{skipped}")
-    print("mean scores:\n" + done["means"].table())
+    print(f"mean scores (also in {args.output}.means.json):\n" + done["means"].table())
     return 0
 
 

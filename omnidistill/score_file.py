@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from omnidistill import strict_json
 from omnidistill.data.own_fields import ALWAYS_GROUPED, check_group_by, check_keep_fields, fields_to_read, group_value
 from omnidistill.data.schema import DataError, Record
 from omnidistill.data.sources import RecordStream, refuse_duplicate_ids
@@ -93,14 +94,27 @@ class GroupMeans:
         self.sums[group] = self.sums.get(group, 0.0) + total
         self.counts[group] = self.counts.get(group, 0) + count
 
+    def _order(self) -> list[str]:
+        """The groups: all, then each field's values in order."""
+        return ["all", *(g for field in self.fields for g in sorted(g for g in self.sums if g.startswith(f"{field}=")))]
+
+    def _means(self, group: str) -> dict[str, float]:
+        return dict(zip(DIMENSIONS, (self.sums[group] / self.counts[group]).tolist(), strict=True))
+
     def table(self) -> str:
         """Markdown: items and mean scores per group (all, then each field's values in order)."""
-        order = ["all", *(g for field in self.fields for g in sorted(g for g in self.sums if g.startswith(f"{field}=")))]
         lines = ["| group | items | " + " | ".join(DIMENSIONS) + " |", "|---|---:|" + "---:|" * len(DIMENSIONS)]
-        for g in order:
-            means = self.sums[g] / self.counts[g]
-            lines.append(f"| {g} | {self.counts[g]} | " + " | ".join(f"{v:.3f}" for v in means) + " |")
+        for g in self._order():
+            lines.append(f"| {g} | {self.counts[g]} | " + " | ".join(f"{v:.3f}" for v in self._means(g).values()) + " |")
         return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"items", "means", "by": {field: {value: {"items", "means"}}}}`` (``OUTPUT.means.json``)."""
+        out: dict[str, Any] = {"items": self.counts.get("all", 0), "means": self._means("all") if "all" in self.sums else {}, "by": {}}
+        for group in self._order()[1:]:
+            field, value = group.split("=", 1)
+            out["by"].setdefault(field, {})[value] = {"items": self.counts[group], "means": self._means(group)}
+        return out
 
 
 def drop_cut_line(output: Path) -> None:
@@ -139,6 +153,11 @@ def encoded_chunks(records: Iterator[Record], size: int, encoder: RecordEncoder)
                 return
             ahead = worker.submit(read)
             yield chunk, encoded
+
+
+def means_file(output: Path) -> Path:
+    """``OUTPUT.means.json``: the mean scores of every output line, overall and per group (:meth:`GroupMeans.as_dict`)."""
+    return output.with_name(output.name + ".means.json")
 
 
 def scorer_file(output: Path) -> Path:
@@ -194,7 +213,8 @@ def score_file(
     """Score ``inputs`` into ``output`` chunk by chunk (``keep_fields``: fields of the user's own, written
     back beside the scores); returns ``{"items", "resumed", "scored", "skipped", "truncated", "means"}``
     (``means``: a :class:`GroupMeans` over every output line, by task, language and each ``group_by``
-    field, which is read as a kept field when it is not the schema's)."""
+    field, which is read as a kept field when it is not the schema's; also written to
+    ``OUTPUT.means.json``)."""
     inputs, output = check_paths(inputs, output, resume, keep_fields, group_by)
     group_by = check_group_by(group_by, "--group-by")
     resuming = resume and output.exists()
@@ -251,6 +271,7 @@ def score_file(
         if bar is not None:
             bar.close()
     scorer.warn_truncated(truncated)
+    atomic_write_text(means_file(output), strict_json.dumps(means.as_dict(), indent=2))
     return {
         "items": kept + scored,
         "resumed": kept,

@@ -66,6 +66,13 @@ def test_means_per_value_of_a_field_of_your_own_or_the_schemas():
     lines = means.table().splitlines()
     order = ["system=(none)", "system=7", "system=a", "system=b", "dataset=(none)", "dataset=wmt"]
     assert [line.split(" | ")[0].removeprefix("| ") for line in lines[-6:]] == order
+    saved = means.as_dict()  # OUTPUT.means.json
+    assert saved["items"] == 300 and list(saved["by"]) == ["task", "lang", "system", "dataset"]
+    assert list(saved["by"]["system"]) == ["(none)", "7", "a", "b"]
+    got = saved["by"]["system"]["a"]
+    rows = np.array(expect["system=a"])
+    assert got["items"] == rows.sum()
+    np.testing.assert_allclose([got["means"][d] for d in DIMENSIONS], scores[rows].astype(np.float64).mean(axis=0), rtol=1e-12)
 
 
 def test_a_chunk_with_fewer_scores_than_records_is_an_error():

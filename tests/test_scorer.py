@@ -250,6 +250,10 @@ def test_fields_of_the_users_own_are_carried_to_the_output_when_named(run_and_ex
     for i, name in enumerate(("sys-1", "(none)")):  # the mean of one item is its scores
         assert f"| system={name} | 1 | " + " | ".join(f"{kept[i]['scores'][d]:.3f}" for d in DIMENSIONS) + " |" in table
     assert [json.loads(line) for line in (tmp_path / "o4.jsonl").read_text().splitlines()] == kept
+    saved = json.loads((tmp_path / "o4.jsonl.means.json").read_text())  # the table's figures, for scripts
+    assert saved["by"]["system"]["sys-1"] == {"items": 1, "means": kept[0]["scores"]}
+    both = {d: (kept[0]["scores"][d] + kept[1]["scores"][d]) / 2 for d in DIMENSIONS}
+    assert saved["items"] == 2 and saved["means"] == pytest.approx(both)
 
 
 def test_one_compiled_function_per_length_bucket(run_and_export, repo_root):
