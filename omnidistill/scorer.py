@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -96,9 +97,16 @@ class Prediction:
 
 def missing_as_none(value: Any) -> Any:
     """``None`` for a float NaN, which is how pandas marks a missing value (an empty CSV cell read by
-    ``read_csv``, ``df.column.tolist()``), else ``value``: a missing text field is left out of the input,
-    as ``None`` is, and a missing candidate gets no score."""
-    return None if isinstance(value, float) and math.isnan(value) else value
+    ``read_csv``, ``df.column.tolist()``), and for pandas' ``NA`` and ``NaT`` (nullable dtypes:
+    ``convert_dtypes()``, ``dtype_backend=``), else ``value``: a missing text field is left out of the
+    input, as ``None`` is, and a missing candidate gets no score. pandas is not imported: a value can
+    be its ``NA`` only if the caller has imported it."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    pandas = sys.modules.get("pandas")
+    if pandas is not None and (value is getattr(pandas, "NA", None) or value is getattr(pandas, "NaT", None)):
+        return None
+    return value
 
 
 @dataclasses.dataclass

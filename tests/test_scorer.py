@@ -4,6 +4,8 @@ import gzip
 import json
 import logging
 import shutil
+import sys
+import types
 from pathlib import Path
 
 import jax
@@ -111,7 +113,7 @@ def test_scores_are_deterministic_and_order_independent(run_and_export):
             scorer.score(**kwargs)
 
 
-def test_pandas_missing_values_are_missing_fields(run_and_export):
+def test_pandas_missing_values_are_missing_fields(run_and_export, monkeypatch):
     """A column from pandas marks a missing value with NaN (an empty CSV cell read by ``read_csv``):
     such a field is left out as ``None`` is, and such a candidate gets no score. NaN was refused as
     ``source must be a string, got float`` (the ``omniscore`` package fails on it with an AttributeError)."""
@@ -128,6 +130,20 @@ def test_pandas_missing_values_are_missing_fields(run_and_export):
     assert given[1] is None and given[0] is not None
     with pytest.raises(ValueError, match="prediction 1 is empty or missing"):
         scorer.score(predictions=["Paris.", nan])
+    # pandas' nullable dtypes (convert_dtypes(), dtype_backend=) mark it with pandas.NA, NaT for times:
+    # told apart by identity with the attributes of the pandas the caller imported (a stand-in here, as
+    # the suite does not install pandas; any other use of it fails)
+    pandas = types.ModuleType("pandas")
+    pandas.NA, pandas.NaT = object(), object()
+    monkeypatch.setitem(sys.modules, "pandas", pandas)
+    nullable = scorer.score(
+        candidates=[*INPUTS["candidates"][:1], pandas.NA, *INPUTS["candidates"][2:]],
+        questions=[q if q is not None else pandas.NA for q in INPUTS["questions"]],
+        sources=[s if s is not None else pandas.NaT for s in INPUTS["sources"]],
+        tasks=[pandas.NA, "qa", "mt", "chat"],
+        langs=["en", pandas.NA, "de", "en"],
+    )
+    assert nullable == given
 
 
 def test_score_cli_jsonl_and_csv(run_and_export, repo_root, tmp_path, capsys):
