@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from omnidistill.data.own_fields import group_value
 from omnidistill.data.schema import DataError, Record, identifier, label_vector
 from omnidistill.data.sources import iter_objects
 from omnidistill.eval.agreement import mean_rwg, rwg_table
@@ -41,8 +42,11 @@ def load_predictions(path: str | Path, records: Sequence[Record]) -> np.ndarray:
     return np.array([by_id[r.id] for r in records], np.float64)
 
 
-def compare_judges(records: Sequence[Record], judges: dict[str, np.ndarray], null: str = "max_disagreement") -> dict:
-    """Headline metrics per judge, overall and by task / language, and the judge's agreement with the
+def compare_judges(
+    records: Sequence[Record], judges: dict[str, np.ndarray], null: str = "max_disagreement", group_by: Sequence[str] = ()
+) -> dict:
+    """Headline metrics per judge, overall and by task / language (and by each ``group_by`` field, in
+    ``by_field``), and the judge's agreement with the
     human label as r*_wg(j) (OmniScore §2.2: teacher vs human, 0.90 for GPT-4.1): per item, the judge
     and the human gold are the two raters. Cells a judge did not score are counted in ``unscored_cells``
     and left out, never filled in."""
@@ -62,6 +66,8 @@ def compare_judges(records: Sequence[Record], judges: dict[str, np.ndarray], nul
             "rwg_vs_human": {"null": null, **mean_rwg(list(raters), null)},
             "rwg_vs_human_by_task": rwg_table(raters, tasks, null),
         }
+        if group_by:
+            out[name]["by_field"] = {f: grouped_metrics(p, gold, m, [group_value(r, f) for r in records]) for f in group_by}
     return out
 
 
@@ -79,13 +85,12 @@ def comparison_markdown(comparison: dict) -> str:
         lines.append(f"| {label} | " + " | ".join(f"{comparison[n]['overall'][key]:.3f}" for n in names) + " |")
     lines.append("| r*wg(j) vs human | " + " | ".join(f"{comparison[n]['rwg_vs_human']['rwg_star']:.3f}" for n in names) + " |")
     lines.append("| unscored cells | " + " | ".join(str(comparison[n]["unscored_cells"]) for n in names) + " |")
-    for section, label in (("by_task", "task"), ("by_lang", "language")):
-        groups = sorted({g for n in names for g in comparison[n][section]})
+    sections = [(label, {n: comparison[n][key] for n in names}) for key, label in (("by_task", "task"), ("by_lang", "language"))]
+    for field in comparison[names[0]].get("by_field", {}):
+        sections.append((field, {n: comparison[n]["by_field"][field] for n in names}))
+    for label, per_judge in sections:
+        groups = sorted({g for n in names for g in per_judge[n]})
         lines += ["", f"MAE by {label}:", "", f"| {label} | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
         for g in groups:
-            lines.append(
-                f"| {g} | "
-                + " | ".join(f"{comparison[n][section][g]['mae']:.3f}" if g in comparison[n][section] else "–" for n in names)
-                + " |"
-            )
+            lines.append(f"| {g} | " + " | ".join(f"{per_judge[n][g]['mae']:.3f}" if g in per_judge[n] else "–" for n in names) + " |")
     return "\n".join(lines) + "\n"

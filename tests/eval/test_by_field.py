@@ -63,7 +63,9 @@ def test_eval_groups_by_a_field_of_your_own_from_the_cli(trained_tiny, repo_root
     args = ["eval", str(trained_tiny), "--data", str(data), "--no-plots", "--bootstrap", "0", "--out", str(out), "--group-by", "system"]
     assert main(args) == 2  # prompt_id is neither grouped by nor kept: refused, as any field outside the schema
     assert "unknown field(s) prompt_id" in capsys.readouterr().err
-    assert main([*args, "--keep-fields", "prompt_id"]) == 0
+    judge = tmp_path / "judge.jsonl"  # a judge that says 3 everywhere, side by side per system too
+    judge.write_text("".join(json.dumps({"id": r["id"], "labels": dict.fromkeys(DIMENSIONS, 3)}) + "\n" for r in rows))
+    assert main([*args, "--keep-fields", "prompt_id", "--compare", f"three={judge}"]) == 0
     assert "### By system" in capsys.readouterr().out
     report = json.loads((out / "test.json").read_text())
     predictions = [json.loads(line) for line in (out / "test_predictions.jsonl").read_text().splitlines()]
@@ -83,3 +85,8 @@ def test_eval_groups_by_a_field_of_your_own_from_the_cli(trained_tiny, repo_root
     mean_label = [groups[s]["mean_label"]["clarity"] for s in ("sys0", "sys1", "sys2")]
     assert level["groups"] == 3 and level["pearson"] == pytest.approx(stats.pearsonr(mean_pred, mean_label).statistic, abs=1e-9)
     assert "### By system" in (out / "test.md").read_text()
+    compared = json.loads((out / "test_compare.json").read_text())["three"]["by_field"]["system"]
+    for name in groups:
+        rows_in = np.array([r.get("system", "(none)") == name for r in rows])
+        assert compared[name]["mae"] == pytest.approx(np.nanmean(np.abs(gold[rows_in] - 3)), abs=1e-9)
+    assert "MAE by system:" in (out / "test_compare.md").read_text()
