@@ -49,6 +49,14 @@ def is_file(path: str | os.PathLike) -> bool:
         raise StorageError(f"{path}: reading {scheme or 'this'} paths needs {package} (pip install {package}): {err}") from None
 
 
+def relative_path_note(path: str | os.PathLike) -> str | None:
+    """``"relative paths are read from the current directory, <cwd>"`` for a relative local ``path`` (a
+    file not found there may be where a command was meant to run from), else None."""
+    if "://" in str(path) or Path(path).is_absolute():
+        return None
+    return f"relative paths are read from the current directory, {Path.cwd()}"
+
+
 def existing_file(path: str | os.PathLike, error: type[Exception], missing: str = "file not found") -> epath.Path:
     """``path`` as an :class:`epath.Path` when it is an existing file; otherwise ``error`` naming it
     (``"{path}: {missing}"``, or why its filesystem cannot be reached)."""

@@ -528,11 +528,13 @@ def config_not_found(path: str | Path, what: str = "config file") -> str:
     """Why a config (or sweep) file ``path`` was not found: for a relative path, the directory it was
     looked for in, and for one under ``configs/`` where the shipped configs are (a clone's root, not an
     installed wheel)."""
+    from omnidistill.storage import relative_path_note
+
     text = f"{what} not found"
-    if "://" in str(path) or Path(path).is_absolute():
+    where = relative_path_note(path)
+    if where is None:
         return text
     shipped = "; the configs the docs name are in the omnidistill repository's configs/ folder: run from its root"
-    where = f"relative paths are read from the current directory, {Path.cwd()}"
     return f"{text} ({where}{shipped if Path(path).parts[:1] == ('configs',) else ''})"
 
 

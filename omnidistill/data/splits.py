@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from omnidistill.config import DataConfig
 from omnidistill.data.schema import DataError, Record
 from omnidistill.data.sources import RecordStream, read_records
-from omnidistill.storage import existing_files, expand_patterns, file_identity
+from omnidistill.storage import existing_files, expand_patterns, file_identity, relative_path_note
 
 
 def load_split(data: DataConfig, split: str, *, require_labels: bool = True) -> tuple[Sequence[Record], int]:
@@ -61,8 +60,8 @@ def check_split_files(data: DataConfig, split: str, origin: str, advice: str = "
     if data.tfds is not None:
         return
     for name in getattr(data, split):
-        relative = "://" not in str(name) and not Path(name).is_absolute()
-        where = f"{origin}; relative paths are read from the current directory, {Path.cwd()}" if relative else origin
+        note = relative_path_note(name)
+        where = origin if note is None else f"{origin}; {note}"
         try:
             existing_files([name], DataError)
         except DataError as err:
