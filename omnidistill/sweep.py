@@ -207,7 +207,7 @@ def run_sweep(
         if name in previous and done is not None:
             rows[name] = previous[name]  # and evaluated by it
             if spec.get("test") and "test_mae" not in rows[name]:  # test: true added since
-                rows[name].update(metrics_on_test(evaluate_run(run_dir, split="test", bootstrap_samples=0, plots=False)))
+                rows[name].update(metrics_on_test(run_dir))
         if name not in selected or name in rows:
             continue
         resumed = done is None and resume and bool(saved_steps(run_dir))
@@ -234,7 +234,7 @@ def run_sweep(
             "resumed": resumed,
         }
         if spec.get("test"):
-            rows[name].update(metrics_on_test(evaluate_run(run_dir, split="test", bootstrap_samples=0, plots=False)))
+            rows[name].update(metrics_on_test(run_dir))
         write_summary(out, table())
     write_summary(out, table())  # also when every row was kept from before
     return SweepOutcome(table())
@@ -294,9 +294,12 @@ def check_test_split(cfg: Config) -> None:
     check_split_files(cfg.data, "test", "data.test")
 
 
-def metrics_on_test(report: dict[str, Any]) -> dict[str, float]:
-    """A run's row entries from its test report (``test: true``): the best dev checkpoint on ``data.test``."""
-    overall = report["overall"]
+def metrics_on_test(run_dir: Path) -> dict[str, float]:
+    """A run's row entries for ``test: true``: its best dev checkpoint evaluated on ``data.test`` (the
+    report written to ``eval/test.*`` without bootstrap or plots)."""
+    from omnidistill.eval.run_eval import evaluate_run
+
+    overall = evaluate_run(run_dir, split="test", bootstrap_samples=0, plots=False)["overall"]
     return {"test_mae": overall["mae_dims"], "test_rmse": overall["rmse"], "test_pearson": overall["pearson"], "test_acc1": overall["acc1"]}
 
 
