@@ -2,7 +2,7 @@
 
 A dataset often carries columns of its own beside the schema's: the system that wrote the candidate,
 a prompt id, a judge's name. Named in ``data.keep_fields`` (training and ``eval``) or ``--keep-fields``
-(``score``, ``eval``), such a field is read as it is into :attr:`Record.extra` and is never model input;
+(``score``, ``eval``, ``label``), such a field is read as it is into :attr:`Record.extra` and is never model input;
 an unnamed field outside the schema is still refused, so that a misspelt one is never ignored.
 
 ``eval --group-by`` and ``score --group-by`` (``eval.group_by`` in a run's config) report each value of
@@ -26,13 +26,19 @@ MISSING = "(none)"
 """The group of a record that lacks the field, or holds null in it."""
 
 
+def _field_names(names: Iterable[str], option: str) -> list[str]:
+    """``names`` as a list, refusing one that is not a non-blank string (``option``: where they were given)."""
+    names = list(names)
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"{option}: {name!r} is not a field name")
+    return names
+
+
 def check_keep_fields(names: Iterable[str], option: str) -> frozenset[str]:
     """``names`` as a set, refusing a name the schema reads or an output line writes (``option`` names
     where they were given: ``--keep-fields``, ``data.keep_fields``)."""
-    names = list(names)
-    empty = [n for n in names if not isinstance(n, str) or not n.strip()]
-    if empty:
-        raise ValueError(f"{option}: {empty[0]!r} is not a field name")
+    names = _field_names(names, option)
     taken = sorted(set(names) & (KNOWN_FIELDS | set(DIMENSIONS) | OUTPUT_NAMES))
     if taken:
         raise ValueError(f"{option} {', '.join(taken)}: the schema or the output line has such a field; name only fields of your own")
@@ -43,9 +49,7 @@ def check_group_by(names: Iterable[str], option: str) -> tuple[str, ...]:
     """``names`` in order without repeats, refusing ``task`` and ``lang`` (always grouped) and the
     schema's other fields but its metadata (a text or label field has a value per item, not groups)."""
     out: list[str] = []
-    for name in names:
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"{option}: {name!r} is not a field name")
+    for name in _field_names(names, option):
         if name in ALWAYS_GROUPED:
             raise ValueError(f"{option} {name}: every report already groups by {' and '.join(ALWAYS_GROUPED)}")
         if (name in KNOWN_FIELDS and name not in META_FIELDS) or name in DIMENSIONS or name in OUTPUT_NAMES:

@@ -51,8 +51,9 @@ class Record:
     """The teacher's distribution over levels 1..5 per dimension (None = none for that dimension), or
     ``()`` when the record has none at all; ``labels`` stays its expected value."""
     extra: dict[str, Any] | None = dataclasses.field(default=None, compare=False, hash=False)
-    """Fields outside the schema that the reader was asked to keep (``score --keep-fields``), as they
-    are: never model input, written back beside the scores."""
+    """Fields outside the schema that the reader was asked to keep (``data.keep_fields``, ``--keep-fields``:
+    :mod:`omnidistill.data.own_fields`), as they are: never model input, written back into ``score``'s,
+    ``eval``'s and ``label``'s output lines."""
 
     @property
     def has_labels(self) -> bool:
@@ -201,7 +202,7 @@ def unknown_fields_error(unknown: set[str], where: str) -> DataError:
     # a column of the user's own (a system name, a timestamp): say why it is refused and what to do
     advice = (
         "; only the schema's fields are read, and others are refused so that a misspelt one is never ignored: "
-        "name yours in data.keep_fields (training, eval) or --keep-fields (score, eval) to read them as they are, "
+        "name yours in data.keep_fields (training, eval) or --keep-fields (score, eval, label) to read them as they are, "
         "never as model input, or drop them"
         if unmatched
         else ""

@@ -61,7 +61,7 @@ def test_missing_dimension_is_none_not_zero(tmp_path):
         (  # nothing close: no guess, but why it is refused and what to do (a column of the user's own)
             json.dumps({**GOOD, "extra_note": "x"}),
             r"d\.jsonl:2: unknown field\(s\) extra_note; only the schema's fields are read, .*: name yours in data\.keep_fields .* "
-            r"or --keep-fields \(score, eval\)",
+            r"or --keep-fields \(score, eval, label\)",
         ),
         (  # a label dimension as a field of its own, misspelt
             json.dumps({"candidate": "x", "clarty": 4}),
