@@ -451,10 +451,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_tfds_build)
 
     p = sub.add_parser("sweep", help="train a grid of config overrides and write one comparison table")
-    p.add_argument("sweep_file", help="sweep YAML (base, output_dir, overrides, runs), e.g. configs/ablations/heads.yaml")
+    p.add_argument(
+        "sweep_file", help="sweep YAML (base, output_dir, overrides, runs and/or grid, seeds, test), e.g. configs/ablations/heads.yaml"
+    )
     p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides applied to every run, e.g. train.max_steps=50")
     p.add_argument("--output-dir", help="where runs and summary.{md,json} go (default: the sweep file's output_dir)")
-    p.add_argument("--only", metavar="RUN[,RUN]", help="train only these runs of the file (every run's config is still checked)")
+    p.add_argument(
+        "--only",
+        metavar="RUN[,RUN]",
+        help="train only these runs of the file, by name (a grid's: lr=0.001+head_lr=0.003) or seed folder "
+        "(every run's config is still checked)",
+    )
     p.add_argument(
         "--resume",
         action="store_true",

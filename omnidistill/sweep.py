@@ -19,13 +19,19 @@ the table starts with each run's mean and sample standard deviation over its see
 (``summary_seeds.json``): one seed's difference between two runs is often within the seed spread.
 With ``test: true`` each run's best dev checkpoint is also evaluated on ``data.test``, and the rows
 gain its metrics.
+
+With ``grid: {optim.lr: [2.0e-5, 5.0e-5], optim.head_lr: [1.0e-4, 3.0e-4]}`` every combination of the
+values is a run of its own (each of ``runs`` with each combination, when ``runs`` is also given), named
+after its values (``lr=2.0e-5+head_lr=1.0e-4``); the table names the run with the best dev MAE.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
+import re
 import statistics
 import time
 from pathlib import Path
@@ -52,12 +58,12 @@ def load_sweep(path: str | Path) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise ConfigError(f"{path}: expected a mapping with base, output_dir, overrides and runs")
     lines = _key_lines(text)
-    unknown = set(spec) - {"base", "output_dir", "overrides", "runs", "seeds", "test"}
+    unknown = set(spec) - {"base", "output_dir", "overrides", "runs", "grid", "seeds", "test"}
     if unknown:
         first = min(unknown, key=lambda k: lines.get(str(k), 0))
         raise ConfigError(
             f"{path}:{lines.get(str(first), 1)}: unknown key(s) {', '.join(sorted(map(str, unknown)))} "
-            "(valid: base, output_dir, overrides, runs, seeds, test)"
+            "(valid: base, output_dir, overrides, runs, grid, seeds, test)"
         )
     seeds = spec.get("seeds")
     if seeds is not None and (
@@ -66,17 +72,21 @@ def load_sweep(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}:{lines.get('seeds', 1)}: seeds must be a list of distinct integers >= 0, got {seeds!r}")
     if not isinstance(spec.get("test", False), bool):
         raise ConfigError(f"{path}:{lines.get('test', 1)}: test must be true or false, got {spec['test']!r}")
-    if not isinstance(spec.get("runs"), dict) or not spec["runs"]:
-        raise ConfigError(f"{path}:{lines.get('runs', 1)}: runs must map run names to lists of overrides")
-    for name, overrides in spec["runs"].items():
-        where = f"{path}:{lines.get(f'runs.{name}', 1)}"
-        if not isinstance(overrides, list):
-            raise ConfigError(f"{where}: runs.{name} must be a list of key=value overrides")
-        if not isinstance(name, str):
-            raise ConfigError(f"{where}: run name {name!r} is not text (YAML read it as a {type(name).__name__}): quote it")
-        if name.strip() in ("", ".", "..") or any(c in name for c in "/\\"):
-            # the run trains into OUTPUT_DIR/<name>: ".." was the sweep folder's parent, "a/b" a folder in a folder
-            raise ConfigError(f"{where}: run name {name!r} must be a folder name (without / or \\, not . or ..)")
+    if "grid" not in spec or "runs" in spec:
+        if not isinstance(spec.get("runs"), dict) or not spec["runs"]:
+            raise ConfigError(f"{path}:{lines.get('runs', 1)}: runs must map run names to lists of overrides")
+        for name, overrides in spec["runs"].items():
+            where = f"{path}:{lines.get(f'runs.{name}', 1)}"
+            if not isinstance(overrides, list):
+                raise ConfigError(f"{where}: runs.{name} must be a list of key=value overrides")
+            if not isinstance(name, str):
+                raise ConfigError(f"{where}: run name {name!r} is not text (YAML read it as a {type(name).__name__}): quote it")
+            if name.strip() in ("", ".", "..") or any(c in name for c in "/\\"):
+                # the run trains into OUTPUT_DIR/<name>: ".." was the sweep folder's parent, "a/b" a folder in a folder
+                raise ConfigError(f"{where}: run name {name!r} must be a folder name (without / or \\, not . or ..)")
+    if "grid" in spec:
+        spec["grid"] = _check_grid(path, spec["grid"], lines)
+        spec["runs"] = grid_runs(path, spec, lines)
     base = Path(spec.get("base", ""))
     if not base.is_file() and (path.parent / base).is_file():
         base = path.parent / base
@@ -87,6 +97,64 @@ def load_sweep(path: str | Path) -> dict[str, Any]:
     spec["base"] = base
     spec["lines"] = lines
     return spec
+
+
+def _check_grid(path: Path, grid: Any, lines: dict[str, int]) -> dict[str, list[Any]]:
+    """``grid``, checked: config keys mapped to non-empty lists of distinct values."""
+    where = f"{path}:{lines.get('grid', 1)}"
+    if not isinstance(grid, dict) or not grid:
+        raise ConfigError(f"{where}: grid must map config keys to lists of values, e.g. optim.lr: [2.0e-5, 5.0e-5]")
+    for key, values in grid.items():
+        if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][\w.]*", key):
+            raise ConfigError(f"{where}: grid key {key!r} is not a config key such as optim.lr")
+        if key in ("train.output_dir", "train.seed"):
+            advice = "use seeds: [...]" if key == "train.seed" else "each run trains into OUTPUT_DIR/<run name>"
+            raise ConfigError(f"{where}: grid.{key}: {key} is the sweep's ({advice})")
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{where}: grid.{key} must be a non-empty list of values, got {values!r}")
+        texts = [_override_value(v) for v in values]
+        if len(set(texts)) < len(texts):
+            raise ConfigError(f"{where}: grid.{key} gives a value twice: {values!r}")
+    return grid
+
+
+def _override_value(value: Any) -> str:
+    """``value`` as the text of a ``key=value`` override that YAML reads back as the same value."""
+    return yaml.safe_dump(value, default_flow_style=True, width=math.inf).removesuffix("\n...\n").strip()
+
+
+def _value_label(value: Any) -> str:
+    """A grid value as it shows in a run's folder name: the YAML text, with anything but letters,
+    digits, ``.`` and ``-`` turned into ``_`` (``[64, 128]`` -> ``64_128``, ``a/b`` -> ``a_b``)."""
+    text = repr(value) if type(value) is float else str(value) if type(value) in (str, int) else _override_value(value)
+    return re.sub(r"[^A-Za-z0-9.\-]+", "_", text).strip("_") or "_"
+
+
+def grid_runs(path: Path, spec: dict[str, Any], lines: dict[str, int]) -> dict[str, list[str]]:
+    """The runs of a sweep file with a ``grid``: every combination of the grid's values, each with the
+    overrides of every one of ``runs`` (when given), named ``[<run>+]<key>=<value>+...``. A key is
+    shown by its last part (``lr`` for ``optim.lr``) unless two of the grid's keys share it."""
+    grid = spec["grid"]
+    last = {key: key.rsplit(".", 1)[-1] for key in grid}
+    shown = {key: part if list(last.values()).count(part) == 1 else key for key, part in last.items()}
+    named = spec.get("runs") or {"": []}
+    runs: dict[str, list[str]] = {}
+    for run, overrides in named.items():
+        for key in grid:
+            if any(str(o).startswith(f"{key}=") for o in overrides):
+                raise ConfigError(f"{path}:{lines.get(f'runs.{run}', 1)}: runs.{run} sets {key}, which the grid varies")
+        for values in itertools.product(*grid.values()):
+            point = dict(zip(grid, values, strict=True))
+            label = "+".join(f"{shown[key]}={_value_label(v)}" for key, v in point.items())
+            name = f"{run}+{label}" if run else label
+            if name in runs:
+                raise ConfigError(
+                    f"{path}:{lines.get('grid', 1)}: two of the grid's combinations are both named {name}: "
+                    "make their values differ in letters or digits"
+                )
+            runs[name] = [*overrides, *(f"{key}={_override_value(v)}" for key, v in point.items())]
+            lines[f"runs.{name}"] = lines.get(f"runs.{run}", lines.get("grid", 1))
+    return runs
 
 
 def _key_lines(text: str) -> dict[str, int]:
@@ -124,13 +192,15 @@ def sweep_configs(path: str | Path, spec: dict[str, Any], common: list[str], out
     owned = f"train.output_dir is the sweep's: each run trains into {out}/<run name> (set the sweep file's output_dir instead)"
     seeded = "train.seed is the sweep's seeds: each run trains once per seed (remove the override, or the seeds)"
     sets = lambda key, overrides: any(str(o).startswith(f"{key}=") for o in overrides)
-    for key, refusal in [("train.output_dir", owned), *([("train.seed", seeded)] if "seeds" in spec else [])]:
+    by_grid = "is the grid's: the runs train with each of its values (remove the override, or the grid's key)"
+    varied = [(key, f"{key} {by_grid}") for key in spec.get("grid", {})]
+    for key, refusal in [("train.output_dir", owned), *([("train.seed", seeded)] if "seeds" in spec else []), *varied]:
         if sets(key, spec.get("overrides", [])):
             raise ConfigError(f"{path}:{spec['lines'].get('overrides', 1)}: overrides: {refusal}")
         if sets(key, common):
             raise ConfigError(f"{path}: an override on the command line: {refusal}")
         for name, overrides in spec["runs"].items():
-            if sets(key, overrides):
+            if key not in spec.get("grid", {}) and sets(key, overrides):  # a grid key is set in every run: by the grid
                 raise run_error(path, spec, name, ConfigError(refusal))
     runs = seed_runs(spec)
     clash = sorted(set(runs) & set(spec["runs"])) if "seeds" in spec else []
@@ -358,13 +428,35 @@ def seed_markdown(summary: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def best_run(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The row with the lowest dev MAE (with seeds, the run with the lowest mean over its seeds, from
+    :func:`seed_summary`); the first of equals, and None unless two rows or more have one."""
+    seeded = seed_summary(rows)
+    mae = (lambda r: r["dev_mae"]["mean"]) if seeded else (lambda r: r.get("dev_mae"))
+    scored = [r for r in (seeded or rows) if mae(r) is not None and math.isfinite(mae(r))]
+    return min(scored, key=mae) if len(scored) > 1 else None
+
+
+def _best_line(rows: list[dict[str, Any]]) -> str:
+    """``Best dev MAE: **run** (dev MAE value; test MAE value)``, for the table's end; empty without a best."""
+    best = best_run(rows)
+    if best is None:
+        return ""
+    seeded = isinstance(best["dev_mae"], dict)  # a cell of seed_summary: mean ± sd
+    cell = (lambda key: _spread(best[key], 4)) if seeded else (lambda key: _maybe(best[key], 4))
+    cells = "; ".join(f"{split} MAE {cell(f'{split}_mae')}" for split in ("dev", "test") if f"{split}_mae" in best)
+    return f"\nBest {'mean dev MAE over seeds' if seeded else 'dev MAE'}: **{best['run']}** ({cells})\n"
+
+
 def summary_markdown(rows: list[dict[str, Any]]) -> str:
     """The sweep's table: with seeds, the mean ± standard deviation over each run's seeds first, then
-    every seed's row."""
+    every seed's row; then the run with the best dev MAE (:func:`best_run`)."""
     seeded = seed_summary(rows)
     if seeded:
-        return f"Mean ± sample standard deviation over seeds:\n\n{seed_markdown(seeded)}\nEach seed:\n\n{run_markdown(rows)}"
-    return run_markdown(rows)
+        table = f"Mean ± sample standard deviation over seeds:\n\n{seed_markdown(seeded)}\nEach seed:\n\n{run_markdown(rows)}"
+    else:
+        table = run_markdown(rows)
+    return table + _best_line(rows)
 
 
 def run_markdown(rows: list[dict[str, Any]]) -> str:

@@ -82,7 +82,7 @@ def test_shipped_heads_sweep_runs_and_resumes(repo_root, tmp_path, monkeypatch, 
     assert "| classification |" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["heads", "recipe", "soft_labels"])
+@pytest.mark.parametrize("name", ["heads", "recipe", "soft_labels", "lr_grid"])
 def test_shipped_sweep_configs_are_valid(repo_root, tmp_path, name):
     from omnidistill.sweep import sweep_configs
 
@@ -92,6 +92,10 @@ def test_shipped_sweep_configs_are_valid(repo_root, tmp_path, name):
     if name == "soft_labels":  # the folders the docs' table names, each with its seed
         assert [(run, cfg.train.seed) for run, cfg in configs.items()][:3] == [("mse_s0", 0), ("mse_s1", 1), ("mse_s2", 2)]
         assert len(configs) == 12 and configs["distribution_s2"].loss.name == "distribution"
+    if name == "lr_grid":  # every combination of the two rates, with each seed
+        rates = {(cfg.optim.lr, cfg.optim.head_lr, cfg.train.seed) for cfg in configs.values()}
+        assert rates == {(lr, head, s) for lr in (3e-4, 1e-3, 3e-3) for head in (1e-3, 3e-3) for s in (0, 1, 2)}
+        assert "lr=0.0003+head_lr=0.001_s0" in configs
 
 
 def test_malformed_sweep_is_named(tmp_path, repo_root):
@@ -262,3 +266,87 @@ def test_test_true_adds_the_test_metrics_of_each_runs_best_dev_checkpoint(tmp_pa
     assert main(["sweep", str(path), f"data.test=[{tmp_path / 'nope.jsonl'}]", "--output-dir", str(tmp_path / "other")]) == 2
     assert "nope.jsonl: file not found (data.test" in capsys.readouterr().err
     assert trained == ["a_s0", "a_s1"] and not (tmp_path / "other").exists()
+
+
+def test_a_grid_trains_every_combination_of_its_values_and_the_table_names_the_best(tmp_path, repo_root, monkeypatch, capsys):
+    """``grid`` makes each combination of its values a run (each of ``runs`` with each, when given),
+    named after the values; the config of each holds exactly those values, and the table ends with
+    the run of the lowest dev MAE (training and the dev evaluation stand in)."""
+    import itertools
+
+    from omnidistill.config import dump_config
+    from omnidistill.runs.run_dir import TRAIN_SUMMARY
+
+    trained = {}
+
+    def fake_train(cfg, resume=False):
+        run = Path(cfg.train.output_dir)
+        trained[run.name] = (cfg.loss.name, cfg.optim.lr, cfg.optim.head_lr, cfg.data.length_buckets)
+        run.mkdir(parents=True)
+        dump_config(cfg, run / "config.yaml")
+        (run / TRAIN_SUMMARY).write_text('{"steps": 3}')
+        return {"steps": 3}
+
+    def fake_eval(run_dir, split="dev", **_):  # a made-up dev MAE, lowest for huber at lr 3e-3 with one bucket
+        loss, lr, head_lr, buckets = trained[Path(run_dir).name]
+        mae = 1 - 10 * lr - head_lr + 0.01 * len(buckets) - 0.02 * (loss == "huber") + 0.1 * (split == "test")
+        return {"overall": {"mae_dims": mae, "rmse": 1.0, "pearson": 0.5, "acc1": 0.6}}
+
+    monkeypatch.setattr("omnidistill.train.loop.train", fake_train)
+    monkeypatch.setattr("omnidistill.eval.run_eval.evaluate_run", fake_eval)
+    path, out = tmp_path / "s.yaml", tmp_path / "out"
+    base = f"base: {repo_root / 'configs' / 'tiny.yaml'}"
+    grid = ["grid:", "  optim.lr: [1.0e-3, 3.0e-3]", "  optim.head_lr: [1e-2]", "  data.length_buckets: [[64, 192], [192]]"]
+    path.write_text("\n".join([base, "test: true", *grid, "runs:", "  mse: [loss.name=mse]", "  huber: [loss.name=huber]"]) + "\n")
+    assert main(["sweep", str(path), "--output-dir", str(out)]) == 0
+    expected = {}
+    for loss, lr, buckets in itertools.product(["mse", "huber"], [1e-3, 3e-3], [[64, 192], [192]]):
+        name = f"{loss}+lr={lr!r}+head_lr=1e-2+length_buckets={'_'.join(map(str, buckets))}"
+        expected[name] = (loss, lr, 1e-2, buckets)
+    assert trained == expected  # every combination, each with its run's overrides, the values as YAML read them
+    rows = json.loads((out / "summary.json").read_text())
+    assert [r["run"] for r in rows] == list(expected)
+    assert rows[0]["overrides"] == ["loss.name=mse", "optim.lr=0.001", "optim.head_lr=1e-2", "data.length_buckets=[64, 192]"]
+    best = min(rows, key=lambda r: r["dev_mae"])
+    assert best["run"] == "huber+lr=0.003+head_lr=1e-2+length_buckets=192"
+    table = (out / "summary.md").read_text()  # chosen on dev, and its test MAE reported
+    assert table.endswith(f"\nBest dev MAE: **{best['run']}** (dev MAE {best['dev_mae']:.4f}; test MAE {best['test_mae']:.4f})\n")
+    assert table in capsys.readouterr().out
+    # without runs, the grid's combinations are the runs; with seeds, the best is by mean over seeds
+    path.write_text("\n".join([base, "seeds: [0, 1]", "grid:", "  optim.lr: [1.0e-3, 3.0e-3]"]) + "\n")
+    assert main(["sweep", str(path), "--output-dir", str(tmp_path / "seeded"), "--only", "lr=0.003"]) == 0
+    assert [r["run"] for r in json.loads((tmp_path / "seeded" / "summary.json").read_text())] == ["lr=0.003_s0", "lr=0.003_s1"]
+    assert "Best" not in (tmp_path / "seeded" / "summary.md").read_text()  # one run: nothing to choose between
+    assert main(["sweep", str(path), "--output-dir", str(tmp_path / "seeded"), "--resume"]) == 0
+    means = {r["run"]: r["dev_mae"]["mean"] for r in json.loads((tmp_path / "seeded" / "summary_seeds.json").read_text())}
+    assert list(means) == ["lr=0.001", "lr=0.003"] and means["lr=0.003"] < means["lr=0.001"]
+    assert (
+        (tmp_path / "seeded" / "summary.md")
+        .read_text()
+        .endswith(f"Best mean dev MAE over seeds: **lr=0.003** (dev MAE {means['lr=0.003']:.4f} ± 0.0000)\n")
+    )
+
+
+def test_a_grid_is_refused_where_it_clashes(tmp_path, repo_root, capsys):
+    """A grid that is not a mapping of keys to lists, that repeats a value, varies the sweep's own keys,
+    or varies a key a run or an override also sets, is refused with its line before anything trains."""
+    path, out = tmp_path / "s.yaml", tmp_path / "out"
+    base = f"base: {repo_root / 'configs' / 'tiny.yaml'}"
+    cases = [
+        (["grid: [optim.lr]"], rf"{path}:2: grid must map config keys to lists of values"),
+        (["grid:", "  optim.lr: 1.0e-3"], rf"{path}:2: grid.optim.lr must be a non-empty list of values, got 0.001"),
+        (["grid:", "  optim.lr: [1.0e-3, 0.001]"], rf"{path}:2: grid.optim.lr gives a value twice"),
+        (["grid:", "  train.seed: [0, 1]"], rf"{path}:2: grid.train.seed: train.seed is the sweep's \(use seeds: \[...\]\)"),
+        (["grid:", "  optim.lr: [1.0e-3]", "runs:", "  a: [optim.lr=1]"], rf"{path}:5: runs.a sets optim.lr, which the grid varies"),
+        (["overrides: [optim.lr=1]", "grid:", "  optim.lr: [1.0e-3]"], rf"{path}:2: overrides: optim.lr is the grid's"),
+        (["grid:", "  optim.lrr: [1.0e-3]"], rf"{path}:2: runs.lrr=0.001: .*optim.lrr"),
+        (["grid:", "  model.tokenizer: [a/b, a_b]"], rf"{path}:2: two of the grid's combinations are both named tokenizer=a_b"),
+    ]
+    for lines, message in cases:
+        path.write_text("\n".join([base, *lines]) + "\n")
+        assert main(["sweep", str(path), "--output-dir", str(out)]) == 2
+        assert re.search(message, capsys.readouterr().err), message
+    path.write_text("\n".join([base, "grid:", "  optim.lr: [1.0e-3]"]) + "\n")
+    assert main(["sweep", str(path), "optim.lr=2", "--output-dir", str(out)]) == 2
+    assert f"{path}: an override on the command line: optim.lr is the grid's" in capsys.readouterr().err
+    assert not out.exists()
