@@ -153,6 +153,8 @@ def grid_runs(path: Path, spec: dict[str, Any], lines: dict[str, int]) -> dict[s
                     "make their values differ in letters or digits"
                 )
             runs[name] = [*overrides, *(f"{key}={_override_value(v)}" for key, v in point.items())]
+            if run:
+                spec.setdefault("grid_of", {})[name] = run
             lines[f"runs.{name}"] = lines.get(f"runs.{run}", lines.get("grid", 1))
     return runs
 
@@ -246,13 +248,14 @@ def run_sweep(
 
     spec = load_sweep(path)
     runs = seed_runs(spec)
-    unknown = [name for name in only if name not in spec["runs"] and name not in runs]
+    of_run = spec.get("grid_of", {})  # a grid's run -> the run of the file it was made from
+    unknown = [name for name in only if name not in spec["runs"] and name not in runs and name not in of_run.values()]
     if unknown:
         raise ConfigError(f"{path}: no run named {', '.join(unknown)} (runs: {', '.join(spec['runs'])})")
     out = Path(output_dir or spec.get("output_dir", "runs/sweep"))
     common = [*spec.get("overrides", []), *extra_overrides]
     configs = sweep_configs(path, spec, common, out)
-    selected = [name for name in configs if not only or name in only or runs[name][0] in only]
+    selected = [name for name in configs if not only or {name, runs[name][0], of_run.get(runs[name][0])} & set(only)]
     finished = {name: read_train_summary(cfg.train.output_dir) for name, cfg in configs.items()}
     for name in configs:  # resuming lists every finished run of the file: each is checked
         if name in selected or resume:

@@ -297,12 +297,14 @@ def test_a_grid_trains_every_combination_of_its_values_and_the_table_names_the_b
     path, out = tmp_path / "s.yaml", tmp_path / "out"
     base = f"base: {repo_root / 'configs' / 'tiny.yaml'}"
     grid = ["grid:", "  optim.lr: [1.0e-3, 3.0e-3]", "  optim.head_lr: [1e-2]", "  data.length_buckets: [[64, 192], [192]]"]
-    path.write_text("\n".join([base, "test: true", *grid, "runs:", "  mse: [loss.name=mse]", "  huber: [loss.name=huber]"]) + "\n")
-    assert main(["sweep", str(path), "--output-dir", str(out)]) == 0
     expected = {}
     for loss, lr, buckets in itertools.product(["mse", "huber"], [1e-3, 3e-3], [[64, 192], [192]]):
         name = f"{loss}+lr={lr!r}+head_lr=1e-2+length_buckets={'_'.join(map(str, buckets))}"
         expected[name] = (loss, lr, 1e-2, buckets)
+    path.write_text("\n".join([base, "test: true", *grid, "runs:", "  mse: [loss.name=mse]", "  huber: [loss.name=huber]"]) + "\n")
+    assert main(["sweep", str(path), "--output-dir", str(out), "--only", "huber"]) == 0  # a run of the file: all its combinations
+    assert sorted(trained) == sorted(name for name in expected if name.startswith("huber+"))
+    assert main(["sweep", str(path), "--output-dir", str(out), "--resume"]) == 0
     assert trained == expected  # every combination, each with its run's overrides, the values as YAML read them
     rows = json.loads((out / "summary.json").read_text())
     assert [r["run"] for r in rows] == list(expected)
