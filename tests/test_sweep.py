@@ -82,7 +82,7 @@ def test_shipped_heads_sweep_runs_and_resumes(repo_root, tmp_path, monkeypatch, 
     assert "| classification |" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["heads", "recipe", "soft_labels", "lr_grid"])
+@pytest.mark.parametrize("name", ["heads", "recipe", "soft_labels", "lr_grid", "weights_average"])
 def test_shipped_sweep_configs_are_valid(repo_root, tmp_path, name):
     from omnidistill.sweep import sweep_configs
 
@@ -96,6 +96,10 @@ def test_shipped_sweep_configs_are_valid(repo_root, tmp_path, name):
         rates = {(cfg.optim.lr, cfg.optim.head_lr, cfg.train.seed) for cfg in configs.values()}
         assert rates == {(lr, head, s) for lr in (3e-4, 1e-3, 3e-3) for head in (1e-3, 3e-3) for s in (0, 1, 2)}
         assert "lr=0.0003+head_lr=0.001_s0" in configs
+    if name == "weights_average":  # null is off
+        assert [(run, cfg.optim.ema_decay) for run, cfg in configs.items()][::3] == [
+            ("ema_decay=null_s0", None), ("ema_decay=0.95_s0", 0.95), ("ema_decay=0.99_s0", 0.99)
+        ]  # fmt: skip
 
 
 def test_malformed_sweep_is_named(tmp_path, repo_root):

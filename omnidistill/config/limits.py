@@ -49,6 +49,7 @@ LIMITS: dict[tuple[str, str], Limit] = {
     ("OptimConfig", "freeze_encoder_steps"): at_least(0),
     ("OptimConfig", "freeze_encoder_fraction"): FRACTION,
     ("OptimConfig", "grad_clip"): POSITIVE,
+    ("OptimConfig", "ema_decay"): BELOW_ONE,
     ("CheckpointConfig", "every_steps"): at_least(0),
     ("CheckpointConfig", "keep"): at_least(1),
     ("TrainConfig", "batch_size"): at_least(1),

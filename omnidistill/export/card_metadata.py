@@ -165,7 +165,9 @@ def training_summary(cfg: Config, step: int, data: DataSummary, info: CardInfo, 
             f"- **Backbone:** {cfg.model.family}, {backbone}.",
             f"- **Head:** pooling `{cfg.model.pooling}`, head `{cfg.model.head}`, loss `{cfg.loss.name}`.",
             f"- **Optimiser:** AdamW, weight decay {cfg.optim.weight_decay}, encoder LR {cfg.optim.lr:g}, head LR {cfg.optim.head_lr:g}, "
-            f"{cfg.optim.schedule} schedule, warmup {cfg.optim.warmup_ratio:g}.",
+            f"{cfg.optim.schedule} schedule, warmup {cfg.optim.warmup_ratio:g}"
+            + (f"; the weights released are their moving average (EMA, decay {cfg.optim.ema_decay:g})" if cfg.optim.ema_decay else "")
+            + ".",
             f"- **Schedule:** batch {cfg.train.batch_size}, {cfg.train.epochs:g} epochs"
             + (f" (max {cfg.train.max_steps} steps)" if cfg.train.max_steps else "")
             + f"; best dev checkpoint at step {step}, by {cfg.train.early_stopping_metric}.",

@@ -181,8 +181,36 @@ class RunCheckpoints:
         self.best.close()
 
 
+PARAMS_AVERAGE = "params_average"
+"""The field of the optimizer state that holds the weights' moving average (``optim.ema_decay``)."""
+
+
+def weights_to_evaluate(state: Any) -> Any:
+    """The weights a train state is evaluated, saved as best and scored with: the moving average of
+    ``optim.ema_decay`` when its optimizer state has one, else the parameters. ``state`` is a
+    ``TrainState`` or one read back from a checkpoint (dicts and lists)."""
+    params, opt_state = (state["params"], state["opt_state"]) if isinstance(state, dict) else (state.params, state.opt_state)
+    found: list[Any] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict) and PARAMS_AVERAGE in node:
+            found.append(node[PARAMS_AVERAGE])
+        elif PARAMS_AVERAGE in getattr(node, "_fields", ()):
+            found.append(getattr(node, PARAMS_AVERAGE))
+        elif isinstance(node, (list, tuple)):
+            for child in node:
+                visit(child)
+        elif isinstance(node, dict):
+            for child in node.values():
+                visit(child)
+
+    visit(opt_state)
+    return found[0] if found else params
+
+
 def restore_params(ckpt_dir: str | Path, params_like: Any, *, step: int | None = None) -> tuple[Any, int]:
-    """Parameters of a run's best checkpoint (``RUN/best``) or of a latest-state checkpoint (``RUN/checkpoints``)."""
+    """Parameters of a run's best checkpoint (``RUN/best``) or of a latest-state checkpoint
+    (``RUN/checkpoints``: the weights' moving average when the run keeps one, :func:`weights_to_evaluate`)."""
     ckpt_dir = Path(ckpt_dir).absolute()
     is_best = ckpt_dir.name == "best"
     if step is None:  # read without creating the folder: a run without checkpoints stays as it is
@@ -203,8 +231,8 @@ def restore_params(ckpt_dir: str | Path, params_like: Any, *, step: int | None =
             mgr.close()
     else:
         raw = read_state_arrays(ckpt_dir, step)
-        saved = raw["params"] if isinstance(raw, dict) else raw[1]
-        out = _like(params_like, saved)
+        state = raw if isinstance(raw, dict) else {"params": raw[1], "opt_state": raw[2]}
+        out = _like(params_like, weights_to_evaluate(state))
     return out, step
 
 

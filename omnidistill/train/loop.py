@@ -19,6 +19,7 @@ from omnidistill import strict_json
 from omnidistill.config import Config
 from omnidistill.eval.predict import predict_ids
 from omnidistill.eval.report import build_report, report_markdown
+from omnidistill.runs.checkpoint import weights_to_evaluate
 from omnidistill.runs.run_dir import TRAIN_SUMMARY, atomic_write_text
 from omnidistill.train.early_stopping import EarlyStopping
 from omnidistill.train.memory import device_peak_gb, per_device_bytes
@@ -184,8 +185,9 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
                 first_line = {}
             if at_eval:
                 with meter.paused():
-                    last_dev, dev = evaluate_dev(run, state.params, step, sink, bar)
-                    best.offer(run, step, state.params, dev["dev_mae"])
+                    weights = weights_to_evaluate(state)  # the moving average with optim.ema_decay
+                    last_dev, dev = evaluate_dev(run, weights, step, sink, bar)
+                    best.offer(run, step, weights, dev["dev_mae"])
                     stopped = stopper.update(step, dev, write=jax.process_index() == 0)
             if at_ckpt or stopped:
                 run.checkpoints.save(step, state, run.batches)
@@ -205,7 +207,7 @@ def finish(run: TrainRun, state: Any, step: int, best: BestCheckpoint, last_dev:
     """Settle checkpoints (the input workers are stopped by :func:`closed_at_end`), write the last dev
     report; the run's summary."""
     if not run.dev_records and not preempted:  # no dev set: the final parameters stand in for the best ones
-        run.checkpoints.save_best(step, state.params, 0.0)
+        run.checkpoints.save_best(step, weights_to_evaluate(state), 0.0)
     run.checkpoints.wait()
     run.checkpoints.close()
     if last_dev is not None and jax.process_index() == 0:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +26,7 @@ import optax
 from omnidistill.config import OptimConfig, ParamGroupRule
 from omnidistill.models.scan import plan_of, unrolled_names
 from omnidistill.parallel.mesh import path_string
+from omnidistill.runs.checkpoint import PARAMS_AVERAGE
 
 HEAD_PATTERN = r"^(pooler|head)/"
 HEAD_ONLY_PATTERN = r"^head/"
@@ -147,4 +148,39 @@ def build_optimizer(
     tx = optax.multi_transform(transforms, labels)
     if cfg.grad_clip is not None:
         tx = optax.chain(optax.clip_by_global_norm(cfg.grad_clip), tx)
+    if cfg.ema_decay is not None:
+        tx = optax.chain(tx, weights_average(cfg.ema_decay))
     return tx, schedules
+
+
+class WeightsAverageState(NamedTuple):
+    count: jax.Array
+    """Updates averaged so far."""
+    params_average: Any
+    """The moving average, a tree like the parameters (sharded like them: its leaves' paths end with theirs)."""
+
+
+assert WeightsAverageState._fields[1] == PARAMS_AVERAGE  # the name runs.checkpoint finds it by
+
+
+def weights_average(decay: float) -> optax.GradientTransformation:
+    """``optim.ema_decay``: an exponential moving average of the weights, in the optimizer state.
+
+    Chained after every other transformation, it sees the update the step applies: after update ``t``
+    (counted from 0), ``average = d * average + (1 - d) * new_weights`` with
+    ``d = min(decay, (1 + t) / (10 + t))``, TensorFlow's ``ExponentialMovingAverage`` with
+    ``num_updates``, so that the first updates are not drowned by the initial weights. The average
+    starts as the initial weights. The updates pass through unchanged, and a step the train step
+    discards (non-finite) leaves the average as it was, with the rest of the optimizer state."""
+
+    def init(params: Any) -> WeightsAverageState:
+        return WeightsAverageState(jnp.zeros([], jnp.int32), jax.tree.map(jnp.array, params))
+
+    def update(updates: Any, state: WeightsAverageState, params: Any = None) -> tuple[Any, WeightsAverageState]:
+        t = state.count.astype(jnp.float32)
+        d = jnp.minimum(jnp.float32(decay), (1.0 + t) / (10.0 + t))
+        new = optax.apply_updates(params, updates)
+        average = jax.tree.map(lambda a, w: (d * a + (1.0 - d) * w).astype(a.dtype), state.params_average, new)
+        return updates, WeightsAverageState(state.count + 1, average)
+
+    return optax.GradientTransformation(init, update)
