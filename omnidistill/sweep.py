@@ -22,7 +22,7 @@ gain its metrics.
 
 With ``grid: {optim.lr: [2.0e-5, 5.0e-5], optim.head_lr: [1.0e-4, 3.0e-4]}`` every combination of the
 values is a run of its own (each of ``runs`` with each combination, when ``runs`` is also given), named
-after its values (``lr=2.0e-5+head_lr=1.0e-4``); the table names the run with the best dev MAE.
+after its values (``lr=2e-05+head_lr=0.0001``); the table names the run with the best dev MAE.
 """
 
 from __future__ import annotations

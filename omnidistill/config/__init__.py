@@ -222,7 +222,7 @@ class OptimConfig:
     """An exponential moving average of the weights (Polyak averaging), kept beside them: after update
     t (0, 1, ...), ``average = d * average + (1 - d) * weights`` with ``d = min(ema_decay, (1 + t) / (10 + t))``,
     from the initial weights. Dev evaluations, the best checkpoint (and so ``eval``, ``export`` and
-    ``score``) and ``--checkpoint latest`` use the average; the weights train as they would without it.
+    ``score``) and ``--checkpoint latest`` use the average; the weights train as without it (to float32 rounding).
     It costs one more copy of the parameters. null: off; e.g. 0.999."""
 
 
