@@ -99,3 +99,16 @@ def test_a_run_evaluates_and_releases_the_average_and_trains_as_without_it(tmp_p
 def by_path(tree) -> dict:
     """Leaves by path text (a checkpoint read back keys layers by ``'0'``, a model by ``0``), as bytes."""
     return {tuple(map(str, k)): np.asarray(v).tobytes() for k, v in nnx.traversals.flatten_mapping(tree).items()}
+
+
+def test_the_model_card_says_the_weights_are_an_average(repo_root):
+    """A card of a run with ``optim.ema_decay`` says that the released weights are the average, and one
+    without says nothing of it."""
+    from omnidistill.config import load_config
+    from omnidistill.export.card_metadata import CardInfo, DataSummary, training_summary
+
+    data = DataSummary(train_items=10, dev_items=5, languages=("en",), teachers=())
+    for decay, said in [(0.99, "the weights released are their moving average (EMA, decay 0.99)"), (None, None)]:
+        cfg = load_config(repo_root / "configs" / "tiny.yaml", [f"optim.ema_decay={'null' if decay is None else decay}"])
+        optimiser = next(line for line in training_summary(cfg, 6, data, CardInfo(), None).splitlines() if "**Optimiser:**" in line)
+        assert (said in optimiser) if said else ("moving average" not in optimiser)
