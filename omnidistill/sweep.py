@@ -448,7 +448,23 @@ def _best_line(rows: list[dict[str, Any]]) -> str:
     seeded = isinstance(best["dev_mae"], dict)  # a cell of seed_summary: mean ± sd
     cell = (lambda key: _spread(best[key], 4)) if seeded else (lambda key: _maybe(best[key], 4))
     cells = "; ".join(f"{split} MAE {cell(f'{split}_mae')}" for split in ("dev", "test") if f"{split}_mae" in best)
-    return f"\nBest {'mean dev MAE over seeds' if seeded else 'dev MAE'}: **{best['run']}** ({cells})\n"
+    line = f"\nBest {'mean dev MAE over seeds' if seeded else 'dev MAE'}: **{best['run']}** ({cells})"
+    close = _within_a_deviation(best, seed_summary(rows)) if seeded else []
+    if close:
+        line += f". Within a standard deviation of it: {', '.join(close)}"
+    return line + "\n"
+
+
+def _within_a_deviation(best: dict[str, Any], seeded: list[dict[str, Any]]) -> list[str]:
+    """The other runs whose mean dev MAE is above the best's by at most the larger of the two runs'
+    standard deviations over seeds: the seeds do not tell them apart from the best."""
+    out = []
+    for row in seeded:
+        mean, sd = row["dev_mae"]["mean"], row["dev_mae"]["sd"]
+        spread = max(sd or 0.0, best["dev_mae"]["sd"] or 0.0)
+        if row["run"] != best["run"] and mean is not None and math.isfinite(mean) and mean - best["dev_mae"]["mean"] <= spread:
+            out.append(row["run"])
+    return out
 
 
 def summary_markdown(rows: list[dict[str, Any]]) -> str:

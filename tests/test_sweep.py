@@ -356,3 +356,24 @@ def test_a_grid_is_refused_where_it_clashes(tmp_path, repo_root, capsys):
     assert main(["sweep", str(path), "optim.lr=2", "--output-dir", str(out)]) == 2
     assert f"{path}: an override on the command line: optim.lr is the grid's" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_the_best_line_names_the_runs_the_seeds_do_not_tell_apart_from_the_best(tmp_path):
+    """With seeds, the runs whose mean dev MAE is within the larger standard deviation of the best's
+    are named after it: an ablation whose best wins by less than a seed's spread says so."""
+    import numpy as np
+
+    from omnidistill.sweep import summary_markdown
+
+    maes = {"a": [0.80, 0.82], "b": [0.815, 0.825], "c": [0.90, 0.91]}
+    rows = [
+        {"run": f"{run}_s{seed}", "sweep_run": run, "seed": seed, "overrides": [], "dev_mae": mae, "steps": 1, "wall_s": 1.0}
+        for run, values in maes.items()
+        for seed, mae in enumerate(values)
+    ]
+    a, b = np.array(maes["a"]), np.array(maes["b"])
+    assert b.mean() - a.mean() <= max(a.std(ddof=1), b.std(ddof=1))  # b is within a's spread; c is not
+    line = summary_markdown(rows).splitlines()[-1]
+    assert (
+        line == f"Best mean dev MAE over seeds: **a** (dev MAE {a.mean():.4f} ± {a.std(ddof=1):.4f}). Within a standard deviation of it: b"
+    )
