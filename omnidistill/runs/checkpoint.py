@@ -32,6 +32,28 @@ class CheckpointError(RuntimeError):
     """No usable checkpoint, or a state that must not be saved."""
 
 
+class StateStructureError(CheckpointError):
+    """The saved train state has other arrays than the one the config builds: the optimizer settings
+    changed the optimizer state (``optim.ema_decay``, ``optim.grad_clip``, the parameter groups)."""
+
+    def __init__(self, only_saved: set[str], only_now: set[str]):
+        def some(paths: set[str]) -> str:
+            return f"{min(paths)}" + (f" and {len(paths) - 1} more" if len(paths) > 1 else "") if paths else "none"
+
+        super().__init__(f"arrays only in the checkpoint: {some(only_saved)}; only in this config's: {some(only_now)}")
+
+
+def leaf_paths(tree: Any) -> set[str]:
+    """The path of each array of a train state (``opt_state/1/params_average/head/linear/kernel``), the
+    same for a ``TrainState`` and for the metadata orbax saved of one."""
+
+    def text(key: Any) -> str:
+        return str(getattr(key, "key", getattr(key, "idx", getattr(key, "name", key))))
+
+    leaves, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda x: hasattr(x, "shape"))
+    return {"/".join(text(k) for k in path) for path, _ in leaves}
+
+
 @jax.jit
 def _finite_per_leaf(leaves: list[jax.Array]) -> jax.Array:
     return jax.numpy.stack([jax.numpy.isfinite(x).all() for x in leaves])
@@ -136,6 +158,7 @@ class RunCheckpoints:
         steps = sorted(self.latest.all_steps(), reverse=True)
         if not steps:
             raise FileNotFoundError("no checkpoint to resume from")
+        self._check_same_arrays(steps[0], state_like)
         for step in steps:
             try:
                 restored = self.latest.restore(
@@ -151,6 +174,20 @@ class RunCheckpoints:
                 self._set_aside(bad)
             return restored.state, step
         raise CheckpointError(f"none of the checkpoints {steps} could be restored")
+
+    def _check_same_arrays(self, step: int, state_like: Any) -> None:
+        """Refuse a state with other arrays than the saved one's (:class:`StateStructureError`) before
+        trying any step: every step would fail alike, each read as unreadable, and the error say only
+        that none could be restored. A step whose metadata cannot be read is left to the fallback."""
+        try:
+            meta = self.latest.item_metadata(step)["state"]
+        except Exception:  # orbax/tensorstore raise many types for damaged files
+            return
+        if meta is None:
+            return
+        saved, now = leaf_paths(meta), leaf_paths(state_like)
+        if saved != now:
+            raise StateStructureError(saved - now, now - saved)
 
     def _set_aside(self, step: int) -> None:
         self.unreadable_dir.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -120,6 +121,17 @@ def check_same_batches(run_dir: str | Path, cfg: Config, examples: int) -> None:
             + "; ".join(diffs)
             + " (restore them, or start a new run in another train.output_dir)"
         )
+
+
+def changed_optimizer(run_dir: str | Path, cfg: Config) -> str:
+    """Why a run's saved optimizer state may not fit ``cfg``'s, with the advice: the ``optim`` settings
+    that differ from the run's saved ``config.yaml`` (they shape the state: ``ema_decay``, ``grad_clip``,
+    the parameter groups and their learning rates)."""
+    diffs = setting_differences(run_dir, cfg, tuple(("optim", f.name) for f in dataclasses.fields(cfg.optim)))
+    advice = "resume with the settings the run was trained with, or start a new run in another train.output_dir"
+    if not diffs:
+        return f"no optim setting differs from the run's config.yaml (trained by another version of omnidistill?): {advice}"
+    return f"{'; '.join(diffs)}: {advice}"
 
 
 def write_train_data(run_dir: str | Path, examples: int) -> None:

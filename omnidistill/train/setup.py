@@ -40,10 +40,11 @@ from omnidistill.parallel.mesh import (
     shardings_following_params,
     under_mesh,
 )
-from omnidistill.runs.checkpoint import RunCheckpoints, restore_params, saved_steps
+from omnidistill.runs.checkpoint import RunCheckpoints, StateStructureError, restore_params, saved_steps
 from omnidistill.runs.load import trained_model_shapes
 from omnidistill.runs.run_dir import (
     INPUT_SETTINGS,
+    changed_optimizer,
     check_same_batches,
     check_same_model,
     is_run_directory,
@@ -402,7 +403,11 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     start = 0
     if resuming:
         check_same_model(run_dir, cfg, loaded.hf_config)
-        state, start = checkpoints.restore(state, batches)
+        try:
+            state, start = checkpoints.restore(state, batches)
+        except StateStructureError as err:
+            why = changed_optimizer(run_dir, cfg)
+            raise TrainError(f"{run_dir}: its checkpoints hold another train state than this config makes ({err}); {why}") from None
         log.info("resumed from step %d", start)
     if jax.process_index() == 0:
         save_run_metadata(run_dir, cfg, loaded.hf_config, loaded.tokenizer)

@@ -112,3 +112,24 @@ def test_the_model_card_says_the_weights_are_an_average(repo_root):
         cfg = load_config(repo_root / "configs" / "tiny.yaml", [f"optim.ema_decay={'null' if decay is None else decay}"])
         optimiser = next(line for line in training_summary(cfg, 6, data, CardInfo(), None).splitlines() if "**Optimiser:**" in line)
         assert (said in optimiser) if said else ("moving average" not in optimiser)
+
+
+@pytest.mark.slow
+def test_resuming_with_another_optimizer_state_names_the_setting_and_keeps_the_checkpoints(tmp_path, repo_root, trained_tiny, capsys):
+    """Turning ``optim.ema_decay`` on for a run trained without it changes the optimizer state's arrays.
+    Every step then failed to restore alike, each logged as unreadable with orbax's tree dump, and the
+    error said only ``none of the checkpoints [6, 3] could be restored``. It is now refused before any
+    step is tried, naming the setting, and the checkpoints stay where they are."""
+    import shutil
+
+    from omnidistill.cli import main
+    from tests.shared_runs import TRAINED_TINY, tiny_run_args
+
+    run = tmp_path / "run"
+    shutil.copytree(trained_tiny, run)
+    assert main([*tiny_run_args(repo_root, run, *TRAINED_TINY, "optim.ema_decay=0.9", "train.max_steps=9"), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert f"{run}: its checkpoints hold another train state than this config makes (arrays only in the checkpoint: opt_state/" in err
+    assert "optim.ema_decay: checkpoint None != config 0.9: resume with the settings the run was trained with" in err
+    assert "could be restored" not in err
+    assert saved_steps(run) == [3, 6] and not (run / "checkpoints_unreadable").exists()
