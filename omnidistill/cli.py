@@ -113,10 +113,12 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def _score(args: argparse.Namespace) -> int:
     _one_process("score", ON_ONE_HOST)
+    from omnidistill.eval.preferences import preference_markdown, read_preferences
     from omnidistill.score_file import check_paths, score_file
     from omnidistill.scorer import Scorer
 
     inputs, _ = check_paths(args.input, args.output, args.resume, args.keep_fields, args.group_by or ())  # before the model is loaded
+    pairs = read_preferences(args.pairs) if args.pairs else None
     scorer = Scorer.load(
         args.model,
         batch_size=args.batch_size,
@@ -135,11 +137,15 @@ def _score(args: argparse.Namespace) -> int:
         progress=True,
         keep_fields=args.keep_fields,
         group_by=args.group_by or (),
+        pairs=pairs,
     )
     resumed = f" (kept {done['resumed']} already scored, scored {done['scored']})" if args.resume else ""
     skipped = f"; {done['skipped']} invalid skipped" if done["skipped"] else ""
     print(f"scored {done['items']} items with {scorer.source} -> {args.output}{resumed}{skipped}")
     print(f"mean scores (also in {args.output}.means.json):\n" + done["means"].table())
+    if pairs is not None:
+        print(f"agreement with the judges' choices in {args.pairs} (also in {args.output}.pairs.json):")
+        print(preference_markdown(done["pairs"]))
     return 0
 
 
@@ -419,6 +425,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-invalid", action="store_true", help="skip malformed lines (counted) instead of failing on the first")
     add_keep_fields(p, "read and written back beside the scores")
     add_group_by(p, "mean scores")
+    p.add_argument(
+        "--pairs",
+        metavar="FILE",
+        help="a teacher's pairwise preferences (the output of label --pairwise): how often the scores order each "
+        "pair as the judges chose (also in OUTPUT.pairs.json)",
+    )
     p.add_argument(
         "--resume", action="store_true", help="continue an interrupted OUTPUT: keep its complete lines (checked by id), score the rest"
     )

@@ -30,6 +30,7 @@ from omnidistill.data.schema import DataError, Record
 from omnidistill.data.sources import RecordStream, refuse_duplicate_ids
 from omnidistill.data.tokenize import EncodedInputs, RecordEncoder
 from omnidistill.dimensions import DIMENSIONS
+from omnidistill.eval.preferences import Preference, preference_agreement, preference_ids
 from omnidistill.runs.run_dir import atomic_write_text
 from omnidistill.storage import existing_files, output_file
 
@@ -160,6 +161,29 @@ def means_file(output: Path) -> Path:
     return output.with_name(output.name + ".means.json")
 
 
+def pairs_file(output: Path) -> Path:
+    """``OUTPUT.pairs.json``: the scores' agreement with ``--pairs`` (:func:`~omnidistill.eval.preferences.preference_agreement`)."""
+    return output.with_name(output.name + ".pairs.json")
+
+
+class PairedScores:
+    """The scores and tasks of the items ``--pairs`` names, by id, gathered while scoring: only those,
+    so that memory grows with the pairs, not with the file."""
+
+    def __init__(self, ids: set[str]):
+        self.ids = ids
+        self.scores: dict[str, np.ndarray] = {}
+        self.tasks: dict[str, str] = {}
+
+    def add(self, records: Sequence[Record], scores: np.ndarray) -> None:
+        if not self.ids:
+            return
+        for record, row in zip(records, scores, strict=True):
+            if record.id in self.ids:
+                self.scores[record.id] = np.asarray(row, np.float64)
+                self.tasks[record.id] = record.task
+
+
 def scorer_file(output: Path) -> Path:
     """``OUTPUT.scorer.json``: which model wrote ``output`` (its source and :meth:`Scorer.fingerprint`)."""
     return output.with_name(output.name + ".scorer.json")
@@ -209,14 +233,21 @@ def score_file(
     progress: bool = False,
     keep_fields: Sequence[str] = (),
     group_by: Sequence[str] = (),
+    pairs: Sequence[Preference] | None = None,
 ) -> dict[str, Any]:
     """Score ``inputs`` into ``output`` chunk by chunk (``keep_fields``: fields of the user's own, written
     back beside the scores); returns ``{"items", "resumed", "scored", "skipped", "truncated", "means"}``
     (``means``: a :class:`GroupMeans` over every output line, by task, language and each ``group_by``
     field, which is read as a kept field when it is not the schema's; also written to
-    ``OUTPUT.means.json``)."""
+    ``OUTPUT.means.json``). With ``pairs`` (a teacher's pairwise preferences,
+    :func:`~omnidistill.eval.preferences.read_preferences`) also ``"pairs"``: the scores' agreement with
+    them over every output line (:func:`~omnidistill.eval.preferences.preference_agreement`), written
+    to ``OUTPUT.pairs.json``; only the paired items' scores are kept for it."""
     inputs, output = check_paths(inputs, output, resume, keep_fields, group_by)
     group_by = check_group_by(group_by, "--group-by")
+    if pairs is not None:
+        refuse_duplicate_ids(inputs, "score --pairs joins the pairs to the items by id")
+    paired = PairedScores(preference_ids(list(pairs or ())))
     resuming = resume and output.exists()
     if resuming:
         refuse_duplicate_ids(inputs, "score --resume matches the output to the input by id")
@@ -242,6 +273,7 @@ def score_file(
                 if record.id != want:
                     raise DataError(f"{output}:{kept}: id {want!r}, but input item {kept} is {record.id!r}: not this input's output")
                 means.add(record, scores)
+                paired.add([record], scores[None])
     scored = truncated = 0
     bar = None
     if progress:
@@ -259,6 +291,7 @@ def score_file(
                 f.flush()
                 os.fsync(f.fileno())
                 means.add_chunk(batch, scores)
+                paired.add(batch, scores)
                 scored += len(batch)
                 if bar is not None:
                     bar.update(len(batch))
@@ -272,11 +305,8 @@ def score_file(
             bar.close()
     scorer.warn_truncated(truncated)
     atomic_write_text(means_file(output), strict_json.dumps(means.as_dict(), indent=2))
-    return {
-        "items": kept + scored,
-        "resumed": kept,
-        "scored": scored,
-        "skipped": stream.skipped,
-        "truncated": truncated,
-        "means": means,
-    }
+    done = {"items": kept + scored, "resumed": kept, "scored": scored, "skipped": stream.skipped, "truncated": truncated, "means": means}
+    if pairs is not None:
+        done["pairs"] = preference_agreement(list(pairs), paired.scores, paired.tasks)
+        atomic_write_text(pairs_file(output), strict_json.dumps(done["pairs"], indent=2))
+    return done

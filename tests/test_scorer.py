@@ -701,3 +701,79 @@ def test_bfloat16_scoring_computes_in_bf16_close_to_float32(run_and_export, repo
     args = ["eval", str(run), "--data", str(tmp_path / "few.jsonl"), "--no-plots", "--bootstrap", "0", "--out", str(out)]
     assert main([*args, "--dtype", "bfloat16"]) == 0
     assert json.loads((out / "test.json").read_text())["meta"]["compute_dtype"] == "bfloat16"
+
+
+def test_score_pairs_reports_how_often_the_scores_order_each_pair_as_the_judges_chose(run_and_export, repo_root, tmp_path, capsys):
+    """``score --pairs``: pairs of the sample's test items that share an input, the winner the one with
+    the higher mean label (null on equal means), plus a pair naming an id not in the file. The
+    agreement in ``OUTPUT.pairs.json`` is numpy's, from the output's own scores; a resumed output gives
+    the same; a malformed pair file is refused before the model loads."""
+    import itertools
+    from collections import defaultdict
+
+    run, _ = run_and_export
+    data = repo_root / "data" / "sample" / "test.jsonl"
+    items = [json.loads(line) for line in data.read_text(encoding="utf-8").splitlines()]
+    by_input = defaultdict(list)
+    for item in items:
+        by_input[tuple(item.get(k) for k in ("task", "source", "question", "reference", "context"))].append(item)
+    mean_label = lambda item: np.mean([v for v in item["labels"].values() if v is not None])
+    pairs = []
+    for group in by_input.values():
+        for a, b in itertools.combinations(group, 2):
+            winner = None if mean_label(a) == mean_label(b) else max((a, b), key=mean_label)["id"]
+            pairs.append({"id_a": a["id"], "id_b": b["id"], "winner": winner})
+    pairs.append({"id_a": "elsewhere-1", "id_b": items[0]["id"], "winner": "elsewhere-1"})
+    pair_file = tmp_path / "pairs.jsonl"
+    pair_file.write_text("".join(json.dumps(p) + "\n" for p in pairs), encoding="utf-8")
+    out = tmp_path / "scores.jsonl"
+    assert main(["score", "--model", str(run), "--input", str(data), "--output", str(out), "--pairs", str(pair_file), "--chunk", "64"]) == 0
+    printed = capsys.readouterr().out
+    got = json.loads(out.with_name("scores.jsonl.pairs.json").read_text())
+    task = {item["id"]: item["task"] for item in items}
+
+    def expected(output: Path) -> tuple[dict, np.ndarray, np.ndarray, list]:
+        """The overall accuracy, winners' and losers' scores, and the pairs compared, from ``output``'s own scores."""
+        scores = {line["id"]: np.array(list(line["scores"].values())) for line in map(json.loads, output.read_text().splitlines())}
+        decided = [p for p in pairs if p["winner"] is not None and p["id_a"] in scores and p["id_b"] in scores]
+        win = np.array([scores[p["winner"]] for p in decided])
+        lose = np.array([scores[p["id_b"] if p["winner"] == p["id_a"] else p["id_a"]] for p in decided])
+        return np.mean(win.mean(axis=1) > lose.mean(axis=1)), win, lose, decided
+
+    accuracy, win, lose, decided = expected(out)
+    assert len(decided) > 100 and got["overall"]["pairs"] == len(decided)
+    assert got["overall"]["accuracy"] == pytest.approx(accuracy, abs=1e-12)
+    for k, dim in enumerate(DIMENSIONS):
+        assert got["by_dimension"][dim]["accuracy"] == pytest.approx(np.mean(win[:, k] > lose[:, k]), abs=1e-12)
+    for t, acc in got["by_task"].items():
+        rows = np.array([task[p["winner"]] == t for p in decided])
+        assert acc["pairs"] == rows.sum() and acc["accuracy"] == pytest.approx(np.mean(win[rows].mean(1) > lose[rows].mean(1)), abs=1e-12)
+    assert got["judges_tied"] == sum(p["winner"] is None for p in pairs) > 0
+    assert (got["not_scored"], got["missing_examples"]) == (1, ["elsewhere-1"])
+    assert f"| overall (mean of the dimensions) | {len(decided)} | {got['overall']['accuracy']:.3f} |" in printed
+    # resumed from a cut output: the kept lines' scores are read back (the rest are scored in other
+    # batches, equal to float32 rounding: the oracle reads the resumed output's own scores)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(out.read_text().splitlines(keepends=True)[:150]), encoding="utf-8")
+    shutil.copy(out.with_name("scores.jsonl.scorer.json"), tmp_path / "cut.jsonl.scorer.json")
+    assert main(["score", "--model", str(run), "--input", str(data), "--output", str(cut), "--pairs", str(pair_file), "--resume"]) == 0
+    resumed = json.loads(cut.with_name("cut.jsonl.pairs.json").read_text())
+    assert resumed["overall"]["pairs"] == len(decided) and resumed["overall"]["accuracy"] == pytest.approx(expected(cut)[0], abs=1e-12)
+    pair_file.write_text('{"id_a": "a", "id_b": "b", "winner": "c"}\n', encoding="utf-8")
+    assert (
+        main(
+            [
+                "score",
+                "--model",
+                str(tmp_path / "no-model"),
+                "--input",
+                str(data),
+                "--output",
+                str(tmp_path / "x.jsonl"),
+                "--pairs",
+                str(pair_file),
+            ]
+        )
+        == 2
+    )
+    assert f"{pair_file}:1: winner 'c' is neither id_a 'a' nor id_b 'b'" in capsys.readouterr().err

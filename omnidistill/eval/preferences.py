@@ -1,0 +1,128 @@
+"""Agreement with a teacher's pairwise preferences: does the student order two candidates of one input
+as the judge chose between them?
+
+``omnidistill label --pairwise`` writes one line per pair of candidates that share an input: their ids
+(``id_a``, ``id_b``) and the ``winner`` by majority of the judge models, or null when they tied
+(CE-Judge §3.3, paper 001: the judge ends with "Therefore, I choose A (or B) as the better response.",
+and has no tie). CE-Judge reports pairwise accuracy as correct / total (§4.3), and the related papers'
+digest names the pairs as a check of whether the student's ordering S(a) > S(b) is right.
+
+omnidistill's choices, as no paper defines the student's side: a pair is correct when the winner's
+score is strictly higher. The overall score is the mean of the four dimensions (the judge chose the
+better response overall), and each dimension is also reported on its own. A pair the student scores
+equally is a tie and counts as wrong, as a judge with no tie option would have had to choose. Pairs
+the judges tied on (winner null) and pairs with an id not scored are left out and counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from omnidistill.data.schema import DataError
+from omnidistill.dimensions import DIMENSIONS
+
+
+@dataclasses.dataclass(frozen=True)
+class Preference:
+    """One judged pair: the two ids and the winner's (None: the judges tied)."""
+
+    id_a: str
+    id_b: str
+    winner: str | None
+
+
+def read_preferences(path: str | Path) -> list[Preference]:
+    """The pairs of a ``label --pairwise`` output (or any JSONL with ``id_a``, ``id_b`` and ``winner``);
+    a malformed line is a :class:`DataError` naming the file, the line and the field."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found (--pairs: the output of omnidistill label --pairwise)")
+    pairs = []
+    with path.open(encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(f"{where}: invalid JSON ({err.msg})") from None
+            if not isinstance(item, dict):
+                raise DataError(f"{where}: expected a JSON object with id_a, id_b and winner")
+            for field in ("id_a", "id_b", "winner"):
+                if field not in item:
+                    raise DataError(f"{where}: no {field} (a pair line of label --pairwise has id_a, id_b and winner)")
+                if field != "winner" and (item[field] is None or isinstance(item[field], (dict, list, bool))):
+                    raise DataError(f"{where}: {field} must be an id, got {item[field]!r}")
+            a, b, winner = str(item["id_a"]), str(item["id_b"]), item["winner"]
+            if a == b:
+                raise DataError(f"{where}: id_a and id_b are both {a!r}")
+            if winner is not None and str(winner) not in (a, b):
+                raise DataError(f"{where}: winner {winner!r} is neither id_a {a!r} nor id_b {b!r}")
+            pairs.append(Preference(a, b, None if winner is None else str(winner)))
+    return pairs
+
+
+def preference_ids(pairs: list[Preference]) -> set[str]:
+    """The ids whose scores the agreement needs (those of the pairs with a winner)."""
+    return {i for p in pairs if p.winner is not None for i in (p.id_a, p.id_b)}
+
+
+def _accuracy(winners: np.ndarray, losers: np.ndarray) -> dict[str, Any]:
+    """Correct (the winner scored strictly higher), ties and accuracy = correct / pairs."""
+    n = len(winners)
+    correct, ties = int(np.sum(winners > losers)), int(np.sum(winners == losers))
+    return {"pairs": n, "correct": correct, "ties": ties, "accuracy": correct / n if n else None}
+
+
+def preference_agreement(
+    pairs: list[Preference], scores: Mapping[str, np.ndarray], tasks: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The student's agreement with the judged pairs, from ``scores`` (id -> the four scores):
+    ``overall`` (the mean of the four) and each dimension's ``{pairs, correct, ties, accuracy}``,
+    ``by_task`` (with ``tasks``: id -> task, the winner's) and the counts of pairs left out."""
+    decided = [p for p in pairs if p.winner is not None]
+    compared = [p for p in decided if p.id_a in scores and p.id_b in scores]
+    missing = sorted({i for p in decided for i in (p.id_a, p.id_b) if i not in scores})
+    win = np.array([scores[p.winner] for p in compared], np.float64).reshape(-1, len(DIMENSIONS))
+    lose = np.array([scores[p.id_b if p.winner == p.id_a else p.id_a] for p in compared], np.float64).reshape(-1, len(DIMENSIONS))
+    out: dict[str, Any] = {
+        "pair_lines": len(pairs),
+        "judges_tied": len(pairs) - len(decided),
+        "not_scored": len(decided) - len(compared),
+        "missing_ids": len(missing),
+        "missing_examples": missing[:5],
+        "overall": _accuracy(win.mean(axis=1), lose.mean(axis=1)),
+        "by_dimension": {d: _accuracy(win[:, k], lose[:, k]) for k, d in enumerate(DIMENSIONS)},
+    }
+    if tasks is not None:
+        by_task: dict[str, list[int]] = {}
+        for row, p in enumerate(compared):
+            by_task.setdefault(tasks[p.winner], []).append(row)
+        out["by_task"] = {t: _accuracy(win[rows].mean(axis=1), lose[rows].mean(axis=1)) for t, rows in sorted(by_task.items())}
+    return out
+
+
+def preference_markdown(agreement: dict[str, Any]) -> str:
+    """The agreement as a Markdown table: overall, per dimension and per task."""
+
+    def cell(acc: dict[str, Any]) -> str:
+        value = "—" if acc["accuracy"] is None else f"{acc['accuracy']:.3f}"
+        return f"{acc['pairs']} | {value} | {acc['ties']}"
+
+    lines = ["| | pairs | accuracy | student ties |", "|---|---:|---:|---:|"]
+    lines.append(f"| overall (mean of the dimensions) | {cell(agreement['overall'])} |")
+    lines += [f"| {d} | {cell(acc)} |" for d, acc in agreement["by_dimension"].items()]
+    lines += [f"| task={t} | {cell(acc)} |" for t, acc in agreement.get("by_task", {}).items()]
+    left_out = f"{agreement['judges_tied']} pair(s) the judges tied on"
+    if agreement["not_scored"]:
+        examples = ", ".join(agreement["missing_examples"])
+        left_out += f"; {agreement['not_scored']} pair(s) with an id not among the scored items"
+        left_out += f" ({agreement['missing_ids']} ids, e.g. {examples})"
+    return "\n".join(lines) + f"\n\nLeft out: {left_out}.\n"
