@@ -77,6 +77,7 @@ def _eval(args: argparse.Namespace) -> int:
         compute_dtype=args.dtype,
         keep_fields=args.keep_fields,
         group_by=args.group_by,
+        pairs=args.pairs,
     )
     print(report_markdown(report, f"{args.split}: {report['meta']['items']} items, step {report['meta']['step']}"))
     if compare:
@@ -403,6 +404,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="NAME=FILE",
         help="another judge's predictions (JSONL with id + pred or labels), shown side by side with the student; repeatable",
+    )
+    p.add_argument(
+        "--pairs",
+        metavar="FILE",
+        help="a teacher's pairwise preferences over these items (the output of label --pairwise): the report adds how often "
+        "the student orders each pair as the judges chose",
     )
     p.set_defaults(func=_eval)
 

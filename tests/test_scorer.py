@@ -732,9 +732,10 @@ def test_score_pairs_reports_how_often_the_scores_order_each_pair_as_the_judges_
     got = json.loads(out.with_name("scores.jsonl.pairs.json").read_text())
     task = {item["id"]: item["task"] for item in items}
 
-    def expected(output: Path) -> tuple[dict, np.ndarray, np.ndarray, list]:
-        """The overall accuracy, winners' and losers' scores, and the pairs compared, from ``output``'s own scores."""
-        scores = {line["id"]: np.array(list(line["scores"].values())) for line in map(json.loads, output.read_text().splitlines())}
+    def expected(output: Path, key: str = "scores") -> tuple[float, np.ndarray, np.ndarray, list]:
+        """The overall accuracy, winners' and losers' scores, and the pairs compared, from ``output``'s own
+        scores (``key``: ``scores`` in score's output, ``pred`` in eval's predictions)."""
+        scores = {line["id"]: np.array(list(line[key].values())) for line in map(json.loads, output.read_text().splitlines())}
         decided = [p for p in pairs if p["winner"] is not None and p["id_a"] in scores and p["id_b"] in scores]
         win = np.array([scores[p["winner"]] for p in decided])
         lose = np.array([scores[p["id_b"] if p["winner"] == p["id_a"] else p["id_a"]] for p in decided])
@@ -759,6 +760,12 @@ def test_score_pairs_reports_how_often_the_scores_order_each_pair_as_the_judges_
     assert main(["score", "--model", str(run), "--input", str(data), "--output", str(cut), "--pairs", str(pair_file), "--resume"]) == 0
     resumed = json.loads(cut.with_name("cut.jsonl.pairs.json").read_text())
     assert resumed["overall"]["pairs"] == len(decided) and resumed["overall"]["accuracy"] == pytest.approx(expected(cut)[0], abs=1e-12)
+    # eval --pairs: the same agreement in the report, from the predictions it writes
+    assert main(["eval", str(run), "--out", str(tmp_path / "ev"), "--no-plots", "--bootstrap", "0", "--pairs", str(pair_file)]) == 0
+    report = json.loads((tmp_path / "ev" / "test.json").read_text())["preferences"]
+    assert report["file"] == str(pair_file) and report["overall"]["pairs"] == len(decided)
+    assert report["overall"]["accuracy"] == pytest.approx(expected(tmp_path / "ev" / "test_predictions.jsonl", "pred")[0], abs=1e-12)
+    assert "### Agreement with the judges' pairwise choices" in (tmp_path / "ev" / "test.md").read_text()
     pair_file.write_text('{"id_a": "a", "id_b": "b", "winner": "c"}\n', encoding="utf-8")
     assert (
         main(
@@ -777,3 +784,5 @@ def test_score_pairs_reports_how_often_the_scores_order_each_pair_as_the_judges_
         == 2
     )
     assert f"{pair_file}:1: winner 'c' is neither id_a 'a' nor id_b 'b'" in capsys.readouterr().err
+    assert main(["eval", str(tmp_path / "no-run"), "--pairs", str(pair_file)]) == 2  # before the run is loaded
+    assert f"{pair_file}:1: winner 'c' is neither" in capsys.readouterr().err

@@ -18,6 +18,7 @@ from omnidistill.eval.bootstrap import headline_intervals
 from omnidistill.eval.by_field import MIN_GROUPS, field_report
 from omnidistill.eval.consistency import cross_lingual_consistency
 from omnidistill.eval.metrics import check_scores, grouped_metrics, macro_mae, regression_metrics, weighted_group_mae
+from omnidistill.eval.preferences import preference_markdown
 from omnidistill.eval.ranking import calibrate_epsilon
 from omnidistill.eval.uncertainty import uncertainty_markdown
 
@@ -285,6 +286,9 @@ def report_markdown(report: dict, title: str = "Evaluation") -> str:
         ]
         if "rwg_by_task" in ag:
             lines += _rwg_table_markdown(ag["rwg_by_task"], "Annotator agreement r_wg by task (as OmniScore Table 2)")
+    if "preferences" in report:
+        prefs = report["preferences"]
+        lines += [f"### Agreement with the judges' pairwise choices ({prefs['file']})", "", preference_markdown(prefs)]
     if "uncertainty" in report:
         lines += uncertainty_markdown(report["uncertainty"])
     if "cross_lingual" in report:

@@ -22,6 +22,7 @@ from omnidistill.eval.compare import compare_judges, comparison_markdown, load_p
 from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.plots import write_calibration_plot, write_plots
 from omnidistill.eval.predict import checked_compiler_options
+from omnidistill.eval.preferences import preference_agreement, read_preferences
 from omnidistill.eval.program import ScoringProgram
 from omnidistill.eval.report import build_report, mean_baseline, train_mean_labels, write_report
 from omnidistill.eval.uncertainty import uncertainty_report
@@ -65,6 +66,7 @@ def evaluate_run(
     compute_dtype: str | None = None,
     keep_fields: Sequence[str] = (),
     group_by: Sequence[str] | None = None,
+    pairs: str | Path | None = None,
 ) -> dict:
     """Score ``files`` (default: the run config's ``data.<split>``) and write ``<split>.json/.md`` reports,
     PNG plots, predictions, and with ``compare`` (name -> prediction file) a side-by-side judge table.
@@ -78,13 +80,16 @@ def evaluate_run(
     program, over the run's ``eval.compiler_options``. ``compute_dtype``: ``float32`` or ``bfloat16``
     (default: the run's ``eval.compute_dtype``). ``keep_fields``: fields of the user's own the files
     carry, beside the run's ``data.keep_fields``, written into the predictions. ``group_by`` (default: the
-    run's ``eval.group_by``): fields whose values get metrics of their own (``by_field``)."""
+    run's ``eval.group_by``): fields whose values get metrics of their own (``by_field``). ``pairs``: a
+    teacher's pairwise preferences over the items (``label --pairwise``); the report's ``preferences``
+    says how often the student orders each pair as the judges chose (:mod:`omnidistill.eval.preferences`)."""
     run_dir = Path(run_dir)
     out_dir = Path(out_dir) if out_dir else run_dir / "eval"
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out {out_dir} is a file: eval writes its reports into a folder")
     given_keep = check_keep_fields(keep_fields, "--keep-fields")  # before the model is loaded
     given_groups = None if group_by is None else check_group_by(group_by, "--group-by")
+    preferences = read_preferences(pairs) if pairs else None
     cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint, compute_dtype)
     dtype = scoring_dtype(cfg, compute_dtype)
     options = checked_compiler_options({**cfg.eval.compiler_options, **(compiler_options or {})}, "eval.compiler_options")
@@ -107,6 +112,8 @@ def evaluate_run(
         raise ValueError(f"nothing to evaluate: pass --data or set data.{split} (or data.tfds) in the run config")
     if compare:  # predictions are joined to these items by id: a repeated id would pair the wrong items
         refuse_duplicate_ids([f for f in files if not str(f).startswith("tfds:")], "eval --compare joins prediction files to them")
+    if preferences is not None:
+        refuse_duplicate_ids([f for f in files if not str(f).startswith("tfds:")], "eval --pairs joins the pairs to them")
     others = {name: load_predictions(path, records) for name, path in (compare or {}).items()}  # read before the scoring
     out_dir.mkdir(parents=True, exist_ok=True)  # before the scoring and the bootstrap: a folder that cannot be made fails now
     encoder = RecordEncoder.from_config(tokenizer, cfg.data)
@@ -145,6 +152,9 @@ def evaluate_run(
         report["uncertainty"] = uncertainty_report(records, pred, level_probs)
     if weights_file:
         report["lang_mae_weights"] = str(weights_file)
+    if preferences is not None:
+        by_id = {r.id: row for r, row in zip(records, pred, strict=True)}
+        report["preferences"] = {"file": str(pairs), **preference_agreement(preferences, by_id, {r.id: r.task for r in records})}
     report["meta"] = {
         "run_dir": str(run_dir),
         "checkpoint": checkpoint,
