@@ -760,8 +760,19 @@ def test_score_pairs_reports_how_often_the_scores_order_each_pair_as_the_judges_
     assert main(["score", "--model", str(run), "--input", str(data), "--output", str(cut), "--pairs", str(pair_file), "--resume"]) == 0
     resumed = json.loads(cut.with_name("cut.jsonl.pairs.json").read_text())
     assert resumed["overall"]["pairs"] == len(decided) and resumed["overall"]["accuracy"] == pytest.approx(expected(cut)[0], abs=1e-12)
-    # eval --pairs: the same agreement in the report, from the predictions it writes
-    assert main(["eval", str(run), "--out", str(tmp_path / "ev"), "--no-plots", "--bootstrap", "0", "--pairs", str(pair_file)]) == 0
+    # eval --pairs: the same agreement in the report, from the predictions it writes; with --compare,
+    # each judge's too: the labels themselves, as a judge, order every pair whose four labels they all
+    # have as the pairs were made (by mean label), and leave the others out
+    argv = ["eval", str(run), "--out", str(tmp_path / "ev"), "--no-plots", "--bootstrap", "0", "--pairs", str(pair_file)]
+    assert main([*argv, "--compare", f"labels={data}"]) == 0
+    labelled = {item["id"] for item in items if all(v is not None for v in item["labels"].values())}
+    full = [p for p in decided if p["id_a"] in labelled and p["id_b"] in labelled]
+    compared = json.loads((tmp_path / "ev" / "test_compare.json").read_text())
+    assert compared["labels"]["preferences"]["overall"] == {"pairs": len(full), "correct": len(full), "ties": 0, "accuracy": 1.0}
+    assert compared["student"]["preferences"]["overall"]["pairs"] == len(decided)
+    student = compared["student"]["preferences"]["overall"]["accuracy"]
+    row = f"| pairwise choices agreed (pairs) | {student:.3f} ({len(decided)}) | 1.000 ({len(full)}) |"
+    assert row in (tmp_path / "ev" / "test_compare.md").read_text()
     report = json.loads((tmp_path / "ev" / "test.json").read_text())["preferences"]
     assert report["file"] == str(pair_file) and report["overall"]["pairs"] == len(decided)
     assert report["overall"]["accuracy"] == pytest.approx(expected(tmp_path / "ev" / "test_predictions.jsonl", "pred")[0], abs=1e-12)

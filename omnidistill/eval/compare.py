@@ -12,6 +12,7 @@ from omnidistill.data.schema import DataError, Record, identifier, label_vector
 from omnidistill.data.sources import iter_objects
 from omnidistill.eval.agreement import mean_rwg, rwg_table
 from omnidistill.eval.metrics import grouped_metrics, regression_metrics
+from omnidistill.eval.preferences import Preference, preference_agreement
 from omnidistill.eval.report import gold_arrays
 
 
@@ -43,13 +44,18 @@ def load_predictions(path: str | Path, records: Sequence[Record]) -> np.ndarray:
 
 
 def compare_judges(
-    records: Sequence[Record], judges: dict[str, np.ndarray], null: str = "max_disagreement", group_by: Sequence[str] = ()
+    records: Sequence[Record],
+    judges: dict[str, np.ndarray],
+    null: str = "max_disagreement",
+    group_by: Sequence[str] = (),
+    preferences: list[Preference] | None = None,
 ) -> dict:
     """Headline metrics per judge, overall and by task / language (and by each ``group_by`` field, in
     ``by_field``), and the judge's agreement with the
     human label as r*_wg(j) (OmniScore §2.2: teacher vs human, 0.90 for GPT-4.1): per item, the judge
     and the human gold are the two raters. Cells a judge did not score are counted in ``unscored_cells``
-    and left out, never filled in."""
+    and left out, never filled in. With ``preferences`` (``label --pairwise``), each judge's agreement
+    with those pairwise choices too (:func:`~omnidistill.eval.preferences.preference_agreement`)."""
     gold, mask = gold_arrays(records)
     gold_nan = np.where(mask, gold, np.nan)
     tasks = [r.task for r in records]
@@ -68,7 +74,14 @@ def compare_judges(
         }
         if group_by:
             out[name]["by_field"] = {f: grouped_metrics(p, gold, m, [group_value(r, f) for r in records]) for f in group_by}
+        if preferences is not None:
+            by_id = {r.id: row for r, row in zip(records, pred, strict=True)}
+            out[name]["preferences"] = preference_agreement(preferences, by_id, dict(zip((r.id for r in records), tasks, strict=True)))
     return out
+
+
+def _fmt_accuracy(cell: dict) -> str:
+    return "—" if cell["accuracy"] is None else f"{cell['accuracy']:.3f}"
 
 
 def comparison_markdown(comparison: dict) -> str:
@@ -85,6 +98,9 @@ def comparison_markdown(comparison: dict) -> str:
         lines.append(f"| {label} | " + " | ".join(f"{comparison[n]['overall'][key]:.3f}" for n in names) + " |")
     lines.append("| r*wg(j) vs human | " + " | ".join(f"{comparison[n]['rwg_vs_human']['rwg_star']:.3f}" for n in names) + " |")
     lines.append("| unscored cells | " + " | ".join(str(comparison[n]["unscored_cells"]) for n in names) + " |")
+    if "preferences" in comparison[names[0]]:  # accuracy (pairs) on the pairwise choices, overall
+        cells = [comparison[n]["preferences"]["overall"] for n in names]
+        lines.append("| pairwise choices agreed (pairs) | " + " | ".join(f"{_fmt_accuracy(c)} ({c['pairs']})" for c in cells) + " |")
     sections = [(label, {n: comparison[n][key] for n in names}) for key, label in (("by_task", "task"), ("by_lang", "language"))]
     for field in comparison[names[0]].get("by_field", {}):
         sections.append((field, {n: comparison[n]["by_field"][field] for n in names}))

@@ -75,7 +75,10 @@ def preference_ids(pairs: list[Preference]) -> set[str]:
 
 
 def _accuracy(winners: np.ndarray, losers: np.ndarray) -> dict[str, Any]:
-    """Correct (the winner scored strictly higher), ties and accuracy = correct / pairs."""
+    """Correct (the winner scored strictly higher), ties and accuracy = correct / pairs, over the pairs
+    both of whose scores are numbers (a judge's label file may leave a dimension unscored: NaN)."""
+    scored = np.isfinite(winners) & np.isfinite(losers)
+    winners, losers = winners[scored], losers[scored]
     n = len(winners)
     correct, ties = int(np.sum(winners > losers)), int(np.sum(winners == losers))
     return {"pairs": n, "correct": correct, "ties": ties, "accuracy": correct / n if n else None}
@@ -84,9 +87,10 @@ def _accuracy(winners: np.ndarray, losers: np.ndarray) -> dict[str, Any]:
 def preference_agreement(
     pairs: list[Preference], scores: Mapping[str, np.ndarray], tasks: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """The student's agreement with the judged pairs, from ``scores`` (id -> the four scores):
-    ``overall`` (the mean of the four) and each dimension's ``{pairs, correct, ties, accuracy}``,
-    ``by_task`` (with ``tasks``: id -> task, the winner's) and the counts of pairs left out."""
+    """The agreement of ``scores`` (id -> the four scores: a student's, or another judge's with NaN where
+    it did not score) with the judged pairs: ``overall`` (the mean of the four; a pair with an unscored
+    dimension is left out of it) and each dimension's ``{pairs, correct, ties, accuracy}``, ``by_task``
+    (with ``tasks``: id -> task, the winner's) and the counts of pairs left out."""
     decided = [p for p in pairs if p.winner is not None]
     compared = [p for p in decided if p.id_a in scores and p.id_b in scores]
     missing = sorted({i for p in decided for i in (p.id_a, p.id_b) if i not in scores})

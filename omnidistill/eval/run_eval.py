@@ -179,7 +179,7 @@ def evaluate_run(
             report["meta"]["plots"].append(str(write_calibration_plot(report["uncertainty"], out_dir / f"{split}_calibration.png")))
     if compare:
         judges = {"student": pred, **others}
-        comparison = compare_judges(records, judges, group_by=groups)
+        comparison = compare_judges(records, judges, group_by=groups, preferences=preferences)
         (out_dir / f"{split}_compare.json").write_text(strict_json.dumps(comparison, indent=2), encoding="utf-8")
         (out_dir / f"{split}_compare.md").write_text(comparison_markdown(comparison), encoding="utf-8")
         report["comparison"] = comparison

@@ -52,3 +52,13 @@ def test_a_malformed_pair_line_is_named_by_file_and_line(tmp_path, line, message
     assert read_preferences(path) == [Preference("1", "2", "2")]
     with pytest.raises(DataError, match="file not found"):
         read_preferences(tmp_path / "missing.jsonl")
+
+
+def test_a_dimension_a_judge_did_not_score_leaves_its_pairs_out_of_that_dimension_and_of_the_overall():
+    """Another judge's labels (``eval --compare``) may leave a dimension null (NaN): the pair is left out
+    of that dimension and of the mean of the four, and counted in the others."""
+    scores = {"a": np.array([5.0, np.nan, 5, 5]), "b": np.array([1.0, 2, 1, 1]), "c": np.array([3.0, 3, 3, 3])}
+    got = preference_agreement([Preference("a", "b", "a"), Preference("c", "b", "c")], scores)
+    assert got["overall"] == {"pairs": 1, "correct": 1, "ties": 0, "accuracy": 1.0}
+    assert got["by_dimension"]["clarity"] == {"pairs": 1, "correct": 1, "ties": 0, "accuracy": 1.0}
+    assert got["by_dimension"]["informativeness"]["pairs"] == 2
