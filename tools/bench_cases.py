@@ -165,8 +165,9 @@ def _jit_train_step(graphdef: Any, tx: Any, shardings: Any, mesh: Any, donate: b
     return under_mesh(step, mesh)
 
 
-def _optimizer(params: Any) -> Any:
-    return build_optimizer(OptimConfig(lr=2e-5, head_lr=2e-5, weight_decay=0.01, grad_clip=None), params, 1000)[0]
+def _optimizer(params: Any, ema_decay: float | None = None) -> Any:
+    """AdamW as the cases train (``ema_decay``: with ``optim.ema_decay``'s moving average of the weights)."""
+    return build_optimizer(OptimConfig(lr=2e-5, head_lr=2e-5, weight_decay=0.01, grad_clip=None, ema_decay=ema_decay), params, 1000)[0]
 
 
 def _kernel(attention: str, dtype: str, seq: int, mesh: Any = None) -> str:
@@ -205,18 +206,20 @@ def bench_train(
     feed: str = "device",
     profile: str = "",
     dropout: bool = True,
+    ema_decay: float | None = None,
 ) -> dict:
     """Training tokens/s of one case at B``batch`` x S``seq``. Levers: ``donate`` (the state's buffers
     reused by the step, as training does); ``feed`` ``device`` (one batch kept on the device) or
     ``host`` (each step's batch sent from host memory, as the training loop sends grain's batches);
     ``profile``: a folder for a ``jax.profiler`` trace of 3 more steps, whose op mix
     (``tools/op_mix.py``) joins the result; ``dropout``: the case's dropout rates applied, as
-    ``omnidistill train`` applies them (BERT's and DeBERTa's 0.1; the peer trains with them too), or none."""
+    ``omnidistill train`` applies them (BERT's and DeBERTa's 0.1; the peer trains with them too), or none;
+    ``ema_decay``: the optimizer keeps ``optim.ema_decay``'s moving average of the weights too."""
     model, hf = _model(name, tiny, dtype, attention, remat, dropout=dropout)
     graphdef, state = nnx.split(model, nnx.Param)
     params = nnx.to_pure_dict(state)
     mesh = build_mesh(MeshConfig())
-    tx = _optimizer(params)
+    tx = _optimizer(params, ema_decay)
     train_state = init_state(params, tx, 0, mesh, ())
     shardings = jax.tree.map(lambda x: x.sharding, train_state)
     host = _train_batch(hf, batch, seq)
@@ -263,6 +266,7 @@ def bench_train(
         donate=donate,
         feed=feed,
         dropout=model.dropout_rate,
+        ema_decay=ema_decay,
         peak_GB=device_peak_gb(),
         compiled_peak_GB=compiled_peak_gb(step),
         device=jax.devices()[0].device_kind,
@@ -639,6 +643,7 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
             "--no-dropout", dest="dropout", action="store_false", help="train without the config's dropout (a lever; training applies it)"
         )
         p.add_argument("--feed", default="device", choices=["device", "host"], help="host: each step's batch is sent from host memory")
+        p.add_argument("--ema-decay", type=float, default=None, help="keep optim.ema_decay's moving average of the weights (a lever)")
     if kind != "memory":
         traced = "3 more steps" if kind == "train" else "one more --varlen pass"
         p.add_argument("--profile", default="", metavar="DIR", help=f"trace {traced} into DIR/CASE and add the op mix (tools/op_mix.py)")
@@ -693,7 +698,7 @@ def run_cli(kind: str, argv: list[str] | None = None) -> None:
     fn = {"train": bench_train, "score": bench_score, "memory": bench_memory}[kind]
     common = dict(batch=args.batch, seq=args.seq, steps=args.steps, dtype=args.dtype, tiny=args.tiny)
     if kind == "train":
-        common.update(donate=args.donate, feed=args.feed, profile=args.profile, dropout=args.dropout)
+        common.update(donate=args.donate, feed=args.feed, profile=args.profile, dropout=args.dropout, ema_decay=args.ema_decay)
     if kind == "score":
         try:
             common.update(compiler_options=checked_compiler_options(dict(args.xla_option), "--xla-option"))
