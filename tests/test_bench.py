@@ -48,12 +48,12 @@ def test_bench_train_every_family(repo_root, tmp_path, monkeypatch, capsys):
     """Every case's model builds and traces a training step (memory estimates, no compile); one case
     trains for real through the tool (tests/test_families.py trains and exports every family
     through the CLI), with the levers off and its op mix profiled."""
-    args = ("--only", "qwen3", "--batch", "8", "--seq", "64", "--dtype", "float32", "--no-donate", "--feed", "host")
+    args = ("--only", "qwen3", "--batch", "8", "--seq", "64", "--dtype", "float32", "--no-donate", "--feed", "host", "--ema-decay", "0.9")
     rows = run(repo_root, "bench_train.py", *args, "--profile", str(tmp_path))
     trained = [r for r in rows if "model" in r]
     assert [r["model"] for r in trained] == ["qwen3-0.6b"]
     assert all("error" not in r and r["train_tok_s"] > 0 and {"step_ms", "mfu_vs_989", "params_M"} <= set(r) for r in trained)
-    assert trained[0]["donate"] is False and trained[0]["feed"] == "host"
+    assert trained[0]["donate"] is False and trained[0]["feed"] == "host" and trained[0]["ema_decay"] == 0.9
     assert trained[0]["attention"] == "blocked"  # auto resolved as the step traced it: one CPU device, 64 tokens (layers.BLOCKED_FROM)
     mix = trained[0]["op_mix"]
     assert mix["by_kind_ms"]["matmul"] > 0 and (tmp_path / "qwen3-0.6b" / "step.hlo.txt").is_file()
