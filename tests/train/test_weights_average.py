@@ -64,7 +64,10 @@ def test_a_run_evaluates_and_releases_the_average_and_trains_as_without_it(tmp_p
     """The shared run's training with ``optim.ema_decay=0.5`` and a checkpoint at every step: its weights
     at steps 3 and 6 equal the shared run's (to float32 rounding); the average of each step follows the recurrence
     from the step before's, in numpy; the best checkpoint holds the average of its step, and
-    ``--checkpoint latest`` reads the average too."""
+    ``--checkpoint latest`` reads the average too; resumed from step 3, the run ends with the same
+    weights and average to the bit."""
+    import shutil
+
     from omnidistill.cli import main
     from omnidistill.runs.load import load_trained
     from tests.shared_runs import TRAINED_TINY, tiny_run_args
@@ -96,6 +99,15 @@ def test_a_run_evaluates_and_releases_the_average_and_trains_as_without_it(tmp_p
     assert by_path(best) == by_path(weights_to_evaluate(states[best_step]))  # the best checkpoint is the average
     latest, step = restore_params(run / "checkpoints", best)
     assert step == 6 and by_path(latest) == by_path(weights_to_evaluate(states[6]))
+    # resumed from step 3, the run ends with the same weights and the same average, to the bit
+    resumed = tmp_path / "resumed"
+    shutil.copytree(run, resumed)
+    for step in (4, 5, 6):
+        shutil.rmtree(resumed / "checkpoints" / str(step))
+    assert main([*tiny_run_args(repo_root, resumed, *TRAINED_TINY, *extra), "--resume"]) == 0
+    again = read_state_arrays(resumed / "checkpoints", 6)
+    assert by_path(again["params"]) == by_path(states[6]["params"])
+    assert by_path(weights_to_evaluate(again)) == by_path(weights_to_evaluate(states[6]))
 
 
 def by_path(tree) -> dict:
