@@ -141,7 +141,7 @@ def grid_runs(path: Path, spec: dict[str, Any], lines: dict[str, int]) -> dict[s
     runs: dict[str, list[str]] = {}
     for run, overrides in named.items():
         for key in grid:
-            if any(str(o).startswith(f"{key}=") for o in overrides):
+            if _sets(key, overrides):
                 raise ConfigError(f"{path}:{lines.get(f'runs.{run}', 1)}: runs.{run} sets {key}, which the grid varies")
         for values in itertools.product(*grid.values()):
             point = dict(zip(grid, values, strict=True))
@@ -157,6 +157,11 @@ def grid_runs(path: Path, spec: dict[str, Any], lines: dict[str, int]) -> dict[s
                 spec.setdefault("grid_of", {})[name] = run
             lines[f"runs.{name}"] = lines.get(f"runs.{run}", lines.get("grid", 1))
     return runs
+
+
+def _sets(key: str, overrides: list[Any]) -> bool:
+    """Whether one of ``overrides`` (``key=value`` texts) sets ``key``."""
+    return any(str(o).startswith(f"{key}=") for o in overrides)
 
 
 def _key_lines(text: str) -> dict[str, int]:
@@ -193,16 +198,15 @@ def sweep_configs(path: str | Path, spec: dict[str, Any], common: list[str], out
     configs = {}
     owned = f"train.output_dir is the sweep's: each run trains into {out}/<run name> (set the sweep file's output_dir instead)"
     seeded = "train.seed is the sweep's seeds: each run trains once per seed (remove the override, or the seeds)"
-    sets = lambda key, overrides: any(str(o).startswith(f"{key}=") for o in overrides)
     by_grid = "is the grid's: the runs train with each of its values (remove the override, or the grid's key)"
     varied = [(key, f"{key} {by_grid}") for key in spec.get("grid", {})]
     for key, refusal in [("train.output_dir", owned), *([("train.seed", seeded)] if "seeds" in spec else []), *varied]:
-        if sets(key, spec.get("overrides", [])):
+        if _sets(key, spec.get("overrides", [])):
             raise ConfigError(f"{path}:{spec['lines'].get('overrides', 1)}: overrides: {refusal}")
-        if sets(key, common):
+        if _sets(key, common):
             raise ConfigError(f"{path}: an override on the command line: {refusal}")
         for name, overrides in spec["runs"].items():
-            if key not in spec.get("grid", {}) and sets(key, overrides):  # a grid key is set in every run: by the grid
+            if key not in spec.get("grid", {}) and _sets(key, overrides):  # a grid key is set in every run: by the grid
                 raise run_error(path, spec, name, ConfigError(refusal))
     runs = seed_runs(spec)
     clash = sorted(set(runs) & set(spec["runs"])) if "seeds" in spec else []
@@ -431,25 +435,23 @@ def seed_markdown(summary: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def best_run(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The row with the lowest dev MAE (with seeds, the run with the lowest mean over its seeds, from
-    :func:`seed_summary`); the first of equals, and None unless two rows or more have one."""
-    seeded = seed_summary(rows)
+def best_run(rows: list[dict[str, Any]], seeded: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The row with the lowest dev MAE, or with seeds (``seeded``: :func:`seed_summary` of ``rows``) the
+    run with the lowest mean over its seeds; the first of equals, and None unless two or more have one."""
     mae = (lambda r: r["dev_mae"]["mean"]) if seeded else (lambda r: r.get("dev_mae"))
     scored = [r for r in (seeded or rows) if mae(r) is not None and math.isfinite(mae(r))]
     return min(scored, key=mae) if len(scored) > 1 else None
 
 
-def _best_line(rows: list[dict[str, Any]]) -> str:
+def _best_line(rows: list[dict[str, Any]], seeded: list[dict[str, Any]]) -> str:
     """``Best dev MAE: **run** (dev MAE value; test MAE value)``, for the table's end; empty without a best."""
-    best = best_run(rows)
+    best = best_run(rows, seeded)
     if best is None:
         return ""
-    seeded = isinstance(best["dev_mae"], dict)  # a cell of seed_summary: mean ± sd
     cell = (lambda key: _spread(best[key], 4)) if seeded else (lambda key: _maybe(best[key], 4))
     cells = "; ".join(f"{split} MAE {cell(f'{split}_mae')}" for split in ("dev", "test") if f"{split}_mae" in best)
     line = f"\nBest {'mean dev MAE over seeds' if seeded else 'dev MAE'}: **{best['run']}** ({cells})"
-    close = _within_a_deviation(best, seed_summary(rows)) if seeded else []
+    close = _within_a_deviation(best, seeded)
     if close:
         line += f". Within a standard deviation of it: {', '.join(close)}"
     return line + "\n"
@@ -475,7 +477,7 @@ def summary_markdown(rows: list[dict[str, Any]]) -> str:
         table = f"Mean ± sample standard deviation over seeds:\n\n{seed_markdown(seeded)}\nEach seed:\n\n{run_markdown(rows)}"
     else:
         table = run_markdown(rows)
-    return table + _best_line(rows)
+    return table + _best_line(rows, seeded)
 
 
 def run_markdown(rows: list[dict[str, Any]]) -> str:
