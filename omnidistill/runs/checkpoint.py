@@ -227,22 +227,23 @@ def weights_to_evaluate(state: Any) -> Any:
     ``optim.ema_decay`` when its optimizer state has one, else the parameters. ``state`` is a
     ``TrainState`` or one read back from a checkpoint (dicts and lists)."""
     params, opt_state = (state["params"], state["opt_state"]) if isinstance(state, dict) else (state.params, state.opt_state)
-    found: list[Any] = []
+    average = _field_in(opt_state, PARAMS_AVERAGE)
+    return params if average is None else average
 
-    def visit(node: Any) -> None:
-        if isinstance(node, dict) and PARAMS_AVERAGE in node:
-            found.append(node[PARAMS_AVERAGE])
-        elif PARAMS_AVERAGE in getattr(node, "_fields", ()):
-            found.append(getattr(node, PARAMS_AVERAGE))
-        elif isinstance(node, (list, tuple)):
-            for child in node:
-                visit(child)
-        elif isinstance(node, dict):
-            for child in node.values():
-                visit(child)
 
-    visit(opt_state)
-    return found[0] if found else params
+def _field_in(node: Any, name: str) -> Any:
+    """The first ``name`` field of a NamedTuple, or ``name`` key of a dict, in a tree of tuples, lists
+    and dicts (depth first); None if there is none."""
+    if isinstance(node, dict) and name in node:
+        return node[name]
+    if name in getattr(node, "_fields", ()):
+        return getattr(node, name)
+    children = node.values() if isinstance(node, dict) else node if isinstance(node, (list, tuple)) else ()
+    for child in children:
+        found = _field_in(child, name)
+        if found is not None:
+            return found
+    return None
 
 
 def restore_params(ckpt_dir: str | Path, params_like: Any, *, step: int | None = None) -> tuple[Any, int]:
