@@ -12,7 +12,7 @@ from omnidistill.data.schema import DataError, Record, identifier, label_vector
 from omnidistill.data.sources import iter_objects
 from omnidistill.eval.agreement import mean_rwg, rwg_table
 from omnidistill.eval.metrics import grouped_metrics, regression_metrics
-from omnidistill.eval.preferences import Preference, preference_agreement
+from omnidistill.eval.preferences import Preference, agreement_over
 from omnidistill.eval.report import gold_arrays
 
 
@@ -75,8 +75,7 @@ def compare_judges(
         if group_by:
             out[name]["by_field"] = {f: grouped_metrics(p, gold, m, [group_value(r, f) for r in records]) for f in group_by}
         if preferences is not None:
-            by_id = {r.id: row for r, row in zip(records, pred, strict=True)}
-            out[name]["preferences"] = preference_agreement(preferences, by_id, dict(zip((r.id for r in records), tasks, strict=True)))
+            out[name]["preferences"] = agreement_over(preferences, records, pred)
     return out
 
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from omnidistill.data.schema import DataError
+from omnidistill.data.schema import DataError, Record
 from omnidistill.dimensions import DIMENSIONS
 
 
@@ -111,6 +111,13 @@ def preference_agreement(
             by_task.setdefault(tasks[p.winner], []).append(row)
         out["by_task"] = {t: _accuracy(win[rows].mean(axis=1), lose[rows].mean(axis=1)) for t, rows in sorted(by_task.items())}
     return out
+
+
+def agreement_over(pairs: list[Preference], records: Sequence[Record], scores: np.ndarray) -> dict[str, Any]:
+    """:func:`preference_agreement` of ``scores`` [N, 4], the rows of ``records`` (joined by id, tasks
+    from the records): what ``eval --pairs`` reports for the student and for each ``--compare`` judge."""
+    by_id = {r.id: row for r, row in zip(records, scores, strict=True)}
+    return preference_agreement(pairs, by_id, {r.id: r.task for r in records})
 
 
 def preference_markdown(agreement: dict[str, Any]) -> str:

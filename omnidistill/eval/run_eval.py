@@ -22,7 +22,7 @@ from omnidistill.eval.compare import compare_judges, comparison_markdown, load_p
 from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.plots import write_calibration_plot, write_plots
 from omnidistill.eval.predict import checked_compiler_options
-from omnidistill.eval.preferences import preference_agreement, read_preferences
+from omnidistill.eval.preferences import agreement_over, read_preferences
 from omnidistill.eval.program import ScoringProgram
 from omnidistill.eval.report import build_report, mean_baseline, train_mean_labels, write_report
 from omnidistill.eval.uncertainty import uncertainty_report
@@ -153,8 +153,7 @@ def evaluate_run(
     if weights_file:
         report["lang_mae_weights"] = str(weights_file)
     if preferences is not None:
-        by_id = {r.id: row for r, row in zip(records, pred, strict=True)}
-        report["preferences"] = {"file": str(pairs), **preference_agreement(preferences, by_id, {r.id: r.task for r in records})}
+        report["preferences"] = {"file": str(pairs), **agreement_over(preferences, records, pred)}
     report["meta"] = {
         "run_dir": str(run_dir),
         "checkpoint": checkpoint,
