@@ -245,12 +245,15 @@ def score_file(
     to ``OUTPUT.pairs.json``; only the paired items' scores are kept for it."""
     inputs, output = check_paths(inputs, output, resume, keep_fields, group_by)
     group_by = check_group_by(group_by, "--group-by")
-    if pairs is not None:
-        refuse_duplicate_ids(inputs, "score --pairs joins the pairs to the items by id")
     paired = PairedScores(preference_ids(list(pairs or ())))
     resuming = resume and output.exists()
+    joins = [
+        *(["score --resume matches the output to the input by id"] if resuming else []),
+        *(["score --pairs joins the pairs to the items by id"] if pairs is not None else []),
+    ]
+    if joins:  # one read of the input for both
+        refuse_duplicate_ids(inputs, "; ".join(joins))
     if resuming:
-        refuse_duplicate_ids(inputs, "score --resume matches the output to the input by id")
         check_same_scorer(output, scorer)
         drop_cut_line(output)
     else:
