@@ -114,7 +114,8 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def _score(args: argparse.Namespace) -> int:
     _one_process("score", ON_ONE_HOST)
-    from omnidistill.eval.preferences import preference_markdown, read_preferences
+    from omnidistill.data.preference_file import read_preferences
+    from omnidistill.eval.preferences import preference_markdown
     from omnidistill.score_file import check_paths, score_file
     from omnidistill.scorer import Scorer
 

@@ -26,11 +26,12 @@ import numpy as np
 
 from omnidistill import strict_json
 from omnidistill.data.own_fields import ALWAYS_GROUPED, check_group_by, check_keep_fields, fields_to_read, group_value
+from omnidistill.data.preference_file import Preference
 from omnidistill.data.schema import DataError, Record
 from omnidistill.data.sources import RecordStream, refuse_duplicate_ids
 from omnidistill.data.tokenize import EncodedInputs, RecordEncoder
 from omnidistill.dimensions import DIMENSIONS
-from omnidistill.eval.preferences import Preference, preference_agreement, preference_ids
+from omnidistill.eval.preferences import preference_agreement, preference_ids
 from omnidistill.runs.run_dir import atomic_write_text
 from omnidistill.storage import existing_files, output_file
 

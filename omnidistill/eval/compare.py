@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 
 from omnidistill.data.own_fields import group_value
+from omnidistill.data.preference_file import Preference
 from omnidistill.data.schema import DataError, Record, identifier, label_vector
 from omnidistill.data.sources import iter_objects
 from omnidistill.eval.agreement import mean_rwg, rwg_table
 from omnidistill.eval.metrics import grouped_metrics, regression_metrics
-from omnidistill.eval.preferences import Preference, agreement_over
+from omnidistill.eval.preferences import agreement_over
 from omnidistill.eval.report import gold_arrays
 
 

@@ -14,6 +14,7 @@ import jax
 from omnidistill import strict_json
 from omnidistill.data.level_dist import level_std
 from omnidistill.data.own_fields import check_group_by, check_keep_fields, fields_to_read
+from omnidistill.data.preference_file import read_preferences
 from omnidistill.data.sources import read_records, refuse_duplicate_ids
 from omnidistill.data.splits import check_split_files, load_split
 from omnidistill.data.tokenize import RecordEncoder
@@ -22,7 +23,7 @@ from omnidistill.eval.compare import compare_judges, comparison_markdown, load_p
 from omnidistill.eval.metrics import load_group_weights
 from omnidistill.eval.plots import write_calibration_plot, write_plots
 from omnidistill.eval.predict import checked_compiler_options
-from omnidistill.eval.preferences import agreement_over, read_preferences
+from omnidistill.eval.preferences import agreement_over
 from omnidistill.eval.program import ScoringProgram
 from omnidistill.eval.report import build_report, mean_baseline, train_mean_labels, write_report
 from omnidistill.eval.uncertainty import uncertainty_report

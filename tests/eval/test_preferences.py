@@ -6,8 +6,9 @@ import json
 import numpy as np
 import pytest
 
+from omnidistill.data.preference_file import Preference, read_preferences
 from omnidistill.data.schema import DataError
-from omnidistill.eval.preferences import Preference, preference_agreement, read_preferences
+from omnidistill.eval.preferences import preference_agreement
 
 
 def test_a_tie_in_the_students_scores_counts_as_wrong_and_pairs_left_out_are_counted():
