@@ -7,7 +7,9 @@ output are the two failure modes that leave token-level marks, so the tiny defau
 trained from scratch for a few CPU minutes) can learn them; the others need a pretrained encoder.
 Train/dev labels are integers like an LLM judge's, each drawn from the distribution stored beside it as
 ``label_dist`` (what a judge's log-probabilities would give); test items
-carry two simulated annotators (``annotations``) and their mean as ``labels``. Deterministic:
+carry two simulated annotators (``annotations``) and their mean as ``labels``. Train and test also get
+a pairwise judge's choices between candidates for one input (``{split}_pairs.jsonl``, as ``label
+--pairwise`` writes them; ``data.pairs`` trains on them, ``eval --pairs`` checks them). Deterministic:
 
     python tools/make_sample_data.py            # rewrites data/sample/
 """
@@ -159,6 +161,34 @@ def judge_distribution(kind: str) -> dict:
     return out
 
 
+PAIRS_PER_INPUT = 6
+"""Judged pairs drawn per input (task and source or question) of the train and test splits."""
+PAIR_SHARPNESS = 3.0
+"""The simulated pairwise judge picks ``a`` with probability sigmoid(3 * (mean(a) - mean(b))), the means
+being the candidates' profiles over the four dimensions (what the noisy point labels are drawn around)."""
+
+
+def judge_pairs(items: list[tuple[str, dict, str]], rng: random.Random) -> list[dict]:
+    """Pairs of candidates for one input, as ``label --pairwise`` writes them: at most
+    :data:`PAIRS_PER_INPUT` per input, the winner drawn from a Bradley-Terry judge on the profiles' means;
+    two candidates of one corruption tie (winner null), as judges split evenly would."""
+    groups: dict[tuple, list[tuple[str, str]]] = {}
+    for ident, item, kind in items:
+        key = (item["task"], item["lang"], item.get("question"), item.get("source"))
+        groups.setdefault(key, []).append((ident, kind))
+    out = []
+    for members in groups.values():
+        candidates = list(itertools.combinations(members, 2))
+        for (a, kind_a), (b, kind_b) in rng.sample(candidates, min(PAIRS_PER_INPUT, len(candidates))):
+            if kind_a == kind_b:
+                winner = None
+            else:
+                gap = sum(PROFILES[kind_a]) / len(DIMS) - sum(PROFILES[kind_b]) / len(DIMS)
+                winner = a if rng.random() < 1.0 / (1.0 + math.exp(-PAIR_SHARPNESS * gap)) else b
+            out.append({"id_a": a, "id_b": b, "winner": winner})
+    return out
+
+
 def main() -> None:
     rng = random.Random(20261122)
     bank = json.loads((ROOT / "tools" / "sample_bank.json").read_text(encoding="utf-8"))
@@ -169,11 +199,14 @@ def main() -> None:
     out_dir = ROOT / "data" / "sample"
     out_dir.mkdir(parents=True, exist_ok=True)
     start = 0
+    judged: dict[str, list[tuple[str, dict, str]]] = {"train": [], "test": []}
     for split, size in sizes.items():
         lines = []
         for n, item in enumerate(pool[start : start + size]):
             kind = item.pop("_kind")
             record = {"id": f"{split}-{n:04d}", **item}
+            if split in judged:
+                judged[split].append((record["id"], item, kind))
             if split == "test":
                 annotators = [judge_labels(kind, rng, integer=True) for _ in range(2)]
                 record["labels"] = {d: sum(a[d] for a in annotators) / 2 for d in DIMS}
@@ -188,6 +221,12 @@ def main() -> None:
         (out_dir / f"{split}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
         start += size
         print(f"{split}: {size} items")
+    pair_rng = random.Random(20261129)  # its own stream: the splits above stay as they were
+    for split, items in judged.items():
+        pairs = judge_pairs(items, pair_rng)
+        text = "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs)
+        (out_dir / f"{split}_pairs.jsonl").write_text(text, encoding="utf-8")
+        print(f"{split}_pairs: {len(pairs)} pairs")
 
 
 if __name__ == "__main__":
