@@ -18,6 +18,8 @@ the train step divides once by the global count, so accumulation and sharding st
   cells with a distribution or (when the MSE term is on) a label.
 - ``loss.ranking_weight > 0`` adds a pairwise logistic ranking term over the items of a batch
   (per dimension, every pair with different labels; BLEURT-style), to any of the above.
+- ``data.pairs`` adds a Bradley-Terry term over the teacher's pairwise choices (:func:`bradley_terry`),
+  weighted by ``loss.pair_weight``, to any of the above.
 """
 
 from __future__ import annotations
@@ -81,11 +83,9 @@ def distribution_cross_entropy(outputs, scores, labels, mask, *, label_dist=None
         raise ValueError("loss 'distribution' needs batches with label_dist")
     ce = -jnp.sum(label_dist * jax.nn.log_softmax(outputs, axis=-1), axis=-1)
     total = jnp.sum(ce * dist_mask)
-    cells = dist_mask > 0
     if distribution_mse_weight > 0:
         total = total + distribution_mse_weight * jnp.sum((scores - labels) ** 2 * mask)
-        cells = cells | (mask > 0)
-    return total, jnp.sum(cells)
+    return total, loss_cells("distribution", mask, dist_mask, distribution_mse_weight)
 
 
 def pairwise_ranking(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -95,6 +95,26 @@ def pairwise_ranking(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> t
     diff = scores[:, None, :] - scores[None, :, :]
     loss = jnp.where(better, jax.nn.softplus(-diff), 0.0)
     return jnp.sum(loss), jnp.sum(better)
+
+
+def bradley_terry(margins: jax.Array) -> jax.Array:
+    """Summed negative log-likelihood of the judge's choices under the Bradley-Terry model (Bradley &
+    Terry 1952), ``P(w beats l) = sigmoid(s_w - s_l)``: ``sum log(1 + exp(-(s_w - s_l)))``. ``margins``:
+    [P] the winner's score minus the loser's, each the mean of the four 1-5 scores (the judge chose the
+    better response overall, CE-Judge section 3.3)."""
+    return jnp.sum(jax.nn.softplus(-margins))
+
+
+def loss_cells(name: str, mask: jax.Array, dist_mask: jax.Array | None, distribution_mse_weight: float = 0.0) -> jax.Array:
+    """The number of cells loss ``name`` averages over (the count it returns), from the masks alone: the
+    weighted label mask's nonzero cells; for ``distribution``, the cells with a distribution, and with
+    ``distribution_mse_weight > 0`` also the labelled ones."""
+    if name != "distribution":
+        return jnp.sum(mask > 0)
+    cells = dist_mask > 0
+    if distribution_mse_weight > 0:
+        cells = cells | (mask > 0)
+    return jnp.sum(cells)
 
 
 LOSSES: dict[str, LossFn] = {

@@ -107,3 +107,31 @@ def test_a_dimension_without_a_distribution_is_masked():
     assert int(distribution_cross_entropy(outputs, None, None, None, label_dist=dist, dist_mask=dist_mask)[1]) == 3
     with pytest.raises(ValueError, match=r"model\.head=classification"):
         distribution_cross_entropy(outputs[..., :4], None, None, None, label_dist=dist, dist_mask=dist_mask)
+
+
+@pytest.mark.parametrize("name,levels", [("mse", 0), ("huber", 0), ("ordinal", 4), ("cross_entropy", 5), ("distribution", 5)])
+@pytest.mark.parametrize("mse_weight", [0.0, 0.5])
+def test_loss_cells_counts_from_the_masks_what_each_loss_returns(name, levels, mse_weight):
+    """The count the train step scales the pairs' term by before any forward pass (train.step.batch_cells)."""
+    from omnidistill.losses import get_loss, loss_cells
+
+    rng = np.random.default_rng(2)
+    outputs = jnp.asarray(rng.normal(size=(5, 4, levels) if levels else (5, 4)), jnp.float32)
+    mask = jnp.asarray(rng.random((5, 4)) < 0.7, jnp.float32) * jnp.array([1.0, 0.0, 2.0, 1.0])
+    dist = rng.dirichlet(np.ones(5), size=(5, 4)).astype(np.float32)
+    dist[rng.random((5, 4)) < 0.4] = 0.0  # cells with a label and no distribution, and the other way round
+    dist_mask = jnp.asarray(dist.sum(-1) > 0, jnp.float32)
+    labels = jnp.asarray(rng.integers(1, 6, size=(5, 4)), jnp.float32)
+    _, count = get_loss(name)(
+        outputs, labels, labels, mask, label_dist=jnp.asarray(dist), dist_mask=dist_mask, distribution_mse_weight=mse_weight
+    )
+    assert int(loss_cells(name, mask, dist_mask, mse_weight)) == int(count)
+
+
+def test_bradley_terry_is_the_negative_log_likelihood_of_the_choices():
+    from scipy.special import log_expit
+
+    from omnidistill.losses import bradley_terry
+
+    margins = np.array([2.5, -0.3, 0.0, 4.0, -3.9])
+    assert float(bradley_terry(jnp.asarray(margins, jnp.float32))) == pytest.approx(-np.sum(log_expit(margins)), rel=1e-6)

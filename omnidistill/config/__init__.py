@@ -174,6 +174,14 @@ class DataConfig:
     """At most this many examples in one packed row."""
     pack_bins: int = 64
     """Rows filled at once by first-fit packing (more bins: less padding, more examples in flight)."""
+    pairs: str = ""
+    """The teacher's pairwise choices to train on beside the point labels: a ``label --pairwise``
+    output (JSONL lines with ``id_a``, ``id_b`` and ``winner``), trained with a Bradley-Terry loss of
+    weight ``loss.pair_weight`` over ``train.pair_batch_size`` pairs a step (empty: none). Ids are
+    looked up in ``pair_items``; pairs the judges tied on are left out and counted."""
+    pair_items: list[str] = dataclasses.field(default_factory=list)
+    """Files holding the paired candidates (named as ``train``'s; labels not needed), found by ``id``
+    (empty: the ``train`` files)."""
 
 
 @dataclasses.dataclass
@@ -278,6 +286,9 @@ class TrainConfig:
     """Stop after this many dev evaluations in a row without improving ``early_stopping_metric`` (0: never)."""
     early_stopping_metric: Literal["dev_mae", "dev_rmse", "dev_pearson", "dev_acc1"] = "dev_mae"
     """The dev metric early stopping watches (MAE/RMSE: lower is better; Pearson/Acc@±1: higher)."""
+    pair_batch_size: int = 8
+    """Teacher preference pairs per update with ``data.pairs`` (global, two candidates each, beside the
+    ``batch_size`` items); divisible by ``grad_accum`` x data x fsdp, as the batch's rows are."""
     compiler_options: dict[str, bool | int | float | str] = dataclasses.field(default_factory=dict)
     """XLA options for the train step (``jax.jit``'s ``compiler_options``), over the defaults of
     ``train/step.py: TRAIN_STEP_COMPILER_OPTIONS`` (on CPU, copy insertion's region analysis, which
@@ -298,6 +309,9 @@ class LossConfig:
     """With ``name: distribution``: weight of an added squared error of the expected score (0 disables it)."""
     ranking_weight: float = 0.0
     """Weight of an added in-batch pairwise ranking loss (0 disables it)."""
+    pair_weight: float = 1.0
+    """With ``data.pairs``: weight of the Bradley-Terry loss on the teacher's pairwise choices, added to
+    the point loss (each a mean: over the batch's cells, and over the step's pairs)."""
     dimension_weights: list[float] = dataclasses.field(default_factory=lambda: [1.0, 1.0, 1.0, 1.0])
     """Loss weight per dimension (informativeness, clarity, plausibility, faithfulness)."""
 

@@ -33,6 +33,9 @@ DEPENDENTS: tuple[Dependent, ...] = (
     Dependent("optim.decay_ratio", lambda c: c.optim.schedule == "wsd", "optim.schedule=wsd"),
     Dependent("loss.huber_delta", lambda c: c.loss.name == "huber", "loss.name=huber"),
     Dependent("loss.distribution_mse_weight", lambda c: c.loss.name == "distribution", "loss.name=distribution"),
+    Dependent("data.pair_items", lambda c: bool(c.data.pairs), "data.pairs"),
+    Dependent("train.pair_batch_size", lambda c: bool(c.data.pairs), "data.pairs"),
+    Dependent("loss.pair_weight", lambda c: bool(c.data.pairs), "data.pairs"),
     Dependent("logging.wandb_mode", lambda c: bool(c.logging.wandb), "logging.wandb"),
     Dependent("train.early_stopping_metric", lambda c: c.train.early_stopping_patience > 0, "train.early_stopping_patience > 0"),
 )

@@ -163,7 +163,9 @@ def training_summary(cfg: Config, step: int, data: DataSummary, info: CardInfo, 
     return "\n".join(
         [
             f"- **Backbone:** {cfg.model.family}, {backbone}.",
-            f"- **Head:** pooling `{cfg.model.pooling}`, head `{cfg.model.head}`, loss `{cfg.loss.name}`.",
+            f"- **Head:** pooling `{cfg.model.pooling}`, head `{cfg.model.head}`, loss `{cfg.loss.name}`"
+            + (f", plus a Bradley-Terry loss (weight {cfg.loss.pair_weight:g}) on the teacher's pairwise choices" if cfg.data.pairs else "")
+            + ".",
             f"- **Optimiser:** AdamW, weight decay {cfg.optim.weight_decay}, encoder LR {cfg.optim.lr:g}, head LR {cfg.optim.head_lr:g}, "
             f"{cfg.optim.schedule} schedule, warmup {cfg.optim.warmup_ratio:g}"
             + (f"; the weights released are their moving average (EMA, decay {cfg.optim.ema_decay:g})" if cfg.optim.ema_decay else "")

@@ -21,6 +21,8 @@ ORDER_SETTINGS = (
     ("data", "pack_length"),
     ("data", "pack_max_segments"),
     ("data", "pack_bins"),
+    ("data", "pairs"),
+    ("train", "pair_batch_size"),
 )
 """What fixes the sequence of training batches: the saved data iterator's position means the same
 batches only if these, and the number of training examples, are the ones the run started with."""
@@ -105,7 +107,7 @@ def setting_differences(run_dir: str | Path, cfg: Config, settings: tuple[tuple[
     return diffs
 
 
-def check_same_batches(run_dir: str | Path, cfg: Config, examples: int) -> None:
+def check_same_batches(run_dir: str | Path, cfg: Config, examples: int, *, pairs: int | None = None) -> None:
     """Refuse to resume where the saved data iterator would continue another sequence of batches:
     a changed seed, batch size or packing, or a training split with another number of examples (a
     regenerated file, another split). The resumed run would no longer be the run it continues, and
@@ -115,6 +117,8 @@ def check_same_batches(run_dir: str | Path, cfg: Config, examples: int) -> None:
     saved = json.loads((run_dir / TRAIN_DATA).read_text(encoding="utf-8")) if (run_dir / TRAIN_DATA).exists() else {}
     if saved.get("examples", examples) != examples:
         diffs.append(f"training examples: {saved['examples']} when the run started, {examples} now")
+    if pairs is not None and saved.get("pairs", pairs) != pairs:
+        diffs.append(f"judged pairs (data.pairs): {saved['pairs']} when the run started, {pairs} now")
     if diffs:
         raise ValueError(
             f"{run_dir}: resuming would not continue the same sequence of training batches: "
@@ -134,9 +138,10 @@ def changed_optimizer(run_dir: str | Path, cfg: Config) -> str:
     return f"{'; '.join(diffs)}: {advice}"
 
 
-def write_train_data(run_dir: str | Path, examples: int) -> None:
-    """Record the number of training examples of this start, for the next resume's check."""
-    atomic_write_text(Path(run_dir) / TRAIN_DATA, json.dumps({"examples": examples}))
+def write_train_data(run_dir: str | Path, examples: int, *, pairs: int | None = None) -> None:
+    """Record the number of training examples (and judged pairs) of this start, for the next resume's check."""
+    counts = {"examples": examples, **({"pairs": pairs} if pairs is not None else {})}
+    atomic_write_text(Path(run_dir) / TRAIN_DATA, json.dumps(counts))
 
 
 def check_same_model(run_dir: str | Path, cfg: Config, hf_config: dict[str, Any]) -> None:

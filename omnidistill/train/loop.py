@@ -164,7 +164,7 @@ def train(cfg: Config, *, resume: bool = False) -> dict[str, Any]:
         while step < cadence.total_steps:
             profile.before(step + 1)
             waited = time.perf_counter()
-            local = next(run.batches)
+            local = run.next_batch(step)
             meter.add_batch(local, time.perf_counter() - waited)
             state, metrics = run.step_fn(state, run.global_batch(local))
             pending.append(metrics)

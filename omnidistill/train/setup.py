@@ -20,6 +20,8 @@ from omnidistill.config import Config
 from omnidistill.config.unused import idle_settings
 from omnidistill.data.own_fields import check_group_by, check_keep_fields
 from omnidistill.data.pipeline import PackSpec, bucket_length, packed_train_dataset, train_dataset, with_workers
+from omnidistill.data.preference_batches import PreferenceBatches, load_training_pairs
+from omnidistill.data.preference_file import read_preferences
 from omnidistill.data.schema import Record
 from omnidistill.data.splits import check_split_files, files_shared_with_train, load_split, stream_split
 from omnidistill.data.token_cache import TokenCache, cached_examples
@@ -54,7 +56,7 @@ from omnidistill.runs.run_dir import (
 )
 from omnidistill.train.optimizer import build_optimizer
 from omnidistill.train.state import TrainState
-from omnidistill.train.step import make_loss_fn, make_train_step, train_step_compiler_options
+from omnidistill.train.step import PAIR_KEYS, make_loss_fn, make_train_step, train_step_compiler_options
 
 log = logging.getLogger(__name__)
 BATCH_KEYS = ("input_ids", "attention_mask", "labels", "label_mask", "label_dist", "example_mask")
@@ -73,6 +75,12 @@ def check_batching(cfg: Config, n_batch_shards: int, process_count: int) -> None
         raise TrainError(f"train.batch_size/grad_accum={b // a} must be divisible by mesh data x fsdp = {n_batch_shards}")
     if b % process_count:
         raise TrainError(f"train.batch_size={b} must be divisible by the number of processes ({process_count})")
+    p = cfg.train.pair_batch_size
+    if cfg.data.pairs and (p % a or (p // a) % n_batch_shards or p % process_count):
+        raise TrainError(
+            f"train.pair_batch_size={p} must be divisible by train.grad_accum={a}, then by mesh data x fsdp = {n_batch_shards}, "
+            f"and by the number of processes ({process_count}), as the batch's rows are"
+        )
 
 
 def mean_example_tokens(records: Sequence[Record] | TokenCache, encoder: RecordEncoder, seed: int, sample: int = 2048) -> float:
@@ -128,6 +136,27 @@ def training_batches(cfg: Config, records: Sequence[Record] | TokenCache, encode
             records, encoder, global_batch=cfg.train.batch_size, seed=cfg.train.seed, buckets=cfg.data.length_buckets, **where
         ).to_iter_dataset(read)
     return iter(with_workers(ds, cfg.data.workers))
+
+
+def preference_batches(cfg: Config, encoder: RecordEncoder) -> PreferenceBatches | None:
+    """This process's teacher preference pairs for each step (``data.pairs``), or None without them."""
+    if not cfg.data.pairs:
+        return None
+    pairs = load_training_pairs(cfg.data, encoder)
+    log.info("training on %d judged pairs from %s (%d tied and left out, %d with an unknown id skipped)",
+             len(pairs), cfg.data.pairs, pairs.ties, pairs.unknown)  # fmt: skip
+    try:
+        return PreferenceBatches(
+            pairs,
+            pad_id=encoder.pad_id,
+            buckets=cfg.data.length_buckets,
+            global_pairs=cfg.train.pair_batch_size,
+            seed=cfg.train.seed,
+            process_index=jax.process_index(),
+            process_count=jax.process_count(),
+        )
+    except ValueError as err:
+        raise TrainError(f"data.pairs={cfg.data.pairs}: {err}") from None
 
 
 def input_counts(
@@ -210,12 +239,19 @@ class TrainRun:
     step_fn: Callable
     predict_fn: Callable
     batches: Iterator
+    pair_batches: PreferenceBatches | None
+    """Each step's teacher preference pairs (``data.pairs``): element ``step`` joins the batch of step ``step + 1``."""
     batch_keys: tuple[str, ...]
     batch_sharding: Any
     learning_rates: dict[str, Callable]
     checkpoints: RunCheckpoints
     lang_weights: dict[str, float] | None = None
     """``eval.lang_weights`` (the dev reports' L-MAE weights), read and checked before training starts."""
+
+    def next_batch(self, step: int) -> dict[str, np.ndarray]:
+        """This process's rows of the batch after ``step`` updates (with its preference pairs)."""
+        local = next(self.batches)
+        return local if self.pair_batches is None else {**local, **self.pair_batches[step]}
 
     def global_batch(self, local: dict[str, np.ndarray]) -> dict[str, jax.Array]:
         """This process's rows -> the global batch arrays the step consumes."""
@@ -283,6 +319,8 @@ def check_loss(cfg: Config, model: Any) -> None:
         "label_dist": jax.ShapeDtypeStruct((n, len(DIMENSIONS), NUM_LEVELS), jnp.float32),
         "example_mask": jax.ShapeDtypeStruct((n,), jnp.float32),
     }
+    if cfg.data.pairs:
+        batch.update({k: jax.ShapeDtypeStruct((n, 2, length), jnp.int32) for k in PAIR_KEYS})
     jax.eval_shape(make_loss_fn(graphdef, cfg.loss), nnx.to_pure_dict(params), batch, None)
 
 
@@ -332,6 +370,18 @@ def check_training_files(cfg: Config) -> None:
     check_group_by(cfg.eval.group_by, "eval.group_by")
     for split in ("train", "dev"):
         check_split_files(cfg.data, split, f"data.{split}")
+    if cfg.data.pairs:
+        check_pair_files(cfg)
+
+
+def check_pair_files(cfg: Config) -> None:
+    """Refuse a ``data.pairs`` file that is not there or has a malformed line, and ``data.pair_items``
+    files that are not there, before the model loads."""
+    read_preferences(cfg.data.pairs, origin="data.pairs")
+    if cfg.data.pair_items:
+        check_split_files(dataclasses.replace(cfg.data, train=cfg.data.pair_items, tfds=None), "train", "data.pair_items")
+    elif not cfg.data.train:
+        raise TrainError("data.pairs: set data.pair_items to the files holding the paired candidates (data.train names no file)")
 
 
 def check_run_config(cfg: Config) -> None:
@@ -370,8 +420,10 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     check_training_files(cfg)  # before the model: a Hub model is not downloaded for data that is not there
     loaded, encoder = checked_model(cfg, shapes_only=resuming)
     train_records, skipped = training_records(cfg, encoder)
+    pair_batches = preference_batches(cfg, encoder)
+    pair_count = None if pair_batches is None else len(pair_batches.pairs)
     if resuming:
-        check_same_batches(run_dir, cfg, len(train_records))
+        check_same_batches(run_dir, cfg, len(train_records), pairs=pair_count)
     for split in ("dev", "test"):
         shared = files_shared_with_train(cfg.data, split)
         if shared:  # a warning, not an error: a smoke test may mean it
@@ -380,6 +432,8 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
     dev_records, dev_skipped = load_split(cfg.data, "dev")
     dev_inputs = encoder.encode_inputs(dev_records)
     data_counts = input_counts(encoder, train_records, dev_inputs, {"train": skipped, "dev": dev_skipped}, cfg.train.seed)
+    if pair_batches is not None:
+        data_counts["pairs"] = pair_batches.pairs.counts()
     epoch_steps = steps_per_epoch(cfg, train_records, encoder)
     total_steps = cfg.train.max_steps or max(1, math.ceil(cfg.train.epochs * epoch_steps))
 
@@ -411,7 +465,7 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
         log.info("resumed from step %d", start)
     if jax.process_index() == 0:
         save_run_metadata(run_dir, cfg, loaded.hf_config, loaded.tokenizer)
-        write_train_data(run_dir, len(train_records))
+        write_train_data(run_dir, len(train_records), pairs=pair_count)
     return TrainRun(
         cfg=cfg,
         run_dir=run_dir,
@@ -429,7 +483,8 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
         step_fn=step_fn,
         predict_fn=jitted_predict_fn(graphdef, mesh),
         batches=batches,
-        batch_keys=PACKED_BATCH_KEYS if cfg.data.pack_length > 0 else BATCH_KEYS,
+        pair_batches=pair_batches,
+        batch_keys=(PACKED_BATCH_KEYS if cfg.data.pack_length > 0 else BATCH_KEYS) + (PAIR_KEYS if pair_batches is not None else ()),
         batch_sharding=b_sharding,
         learning_rates=schedules,
         checkpoints=checkpoints,

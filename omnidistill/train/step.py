@@ -11,7 +11,7 @@ import optax
 from flax import nnx
 
 from omnidistill.config import LossConfig
-from omnidistill.losses import get_loss, pairwise_ranking
+from omnidistill.losses import bradley_terry, get_loss, loss_cells, pairwise_ranking
 from omnidistill.train.state import TrainState
 
 Batch = dict[str, jax.Array]
@@ -21,53 +21,99 @@ def resolve_loss_name(loss_cfg: LossConfig, head_default: str) -> str:
     return head_default if loss_cfg.name == "auto" else loss_cfg.name
 
 
-def forward_examples(model: Any, batch: Batch, rng: jax.Array | None) -> tuple[jax.Array, Batch]:
-    """Head outputs per example, and the batch's per-example arrays flattened to match.
+PAIR_KEYS = ("pair_input_ids", "pair_attention_mask")
+"""A batch's teacher preference pairs (``data.pairs``): [P, 2, S], the judge's winner first."""
+PAIR_STREAM = 1
+"""Folded into a step's dropout key for the preference pairs' forward pass (the batch's uses the key)."""
 
-    A packed batch (with ``segment_ids``; labels [B, K, 4]) gives B * K example slots; a plain batch
-    gives B. Either way the result is ``outputs`` [N, ...] and ``labels``/``label_mask`` [N, 4],
-    ``example_mask`` [N] and, when the batch has them, ``label_dist`` [N, 4, 5].
-    """
+
+def example_arrays(batch: Batch) -> Batch:
+    """The batch's per-example arrays, one row per example slot: ``labels``/``label_mask`` [N, 4],
+    ``example_mask`` [N] and, when the batch has them, ``label_dist`` [N, 4, 5]. A packed batch (with
+    ``segment_ids``; labels [B, K, 4]) gives B * K slots; a plain batch gives B."""
     keys = [k for k in ("labels", "label_mask", "example_mask", "label_dist") if k in batch]
     if "segment_ids" not in batch:
-        outputs = model(batch["input_ids"], batch["attention_mask"], rng=rng)
-        return outputs, {k: batch[k] for k in keys}
+        return {k: batch[k] for k in keys}
+    return {k: batch[k].reshape(-1, *batch[k].shape[2:]) for k in keys}
+
+
+def forward_examples(model: Any, batch: Batch, rng: jax.Array | None) -> tuple[jax.Array, Batch]:
+    """Head outputs per example slot [N, ...], and :func:`example_arrays` to match."""
+    if "segment_ids" not in batch:
+        return model(batch["input_ids"], batch["attention_mask"], rng=rng), example_arrays(batch)
     slots = batch["labels"].shape[1]
     outputs = model(batch["input_ids"], batch["attention_mask"], segment_ids=batch["segment_ids"], num_segments=slots, rng=rng)
-    flat = {k: batch[k].reshape(-1, *batch[k].shape[2:]) for k in keys}
-    return outputs, flat
+    return outputs, example_arrays(batch)
+
+
+def cell_masks(ex: Batch, loss_cfg: LossConfig) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+    """(label mask of the real examples, the same times ``loss.dimension_weights``, the level
+    distributions' mask weighted alike or None) of :func:`example_arrays`."""
+    weights = jnp.asarray(loss_cfg.dimension_weights, jnp.float32)
+    mask = ex["label_mask"] * ex["example_mask"][:, None]
+    dist = ex.get("label_dist")
+    dist_mask = None if dist is None else (jnp.sum(dist, axis=-1) > 0) * ex["example_mask"][:, None] * weights
+    return mask, mask * weights, dist_mask
+
+
+def preference_margins(model: Any, batch: Batch, rng: jax.Array | None) -> jax.Array:
+    """[P] overall score of each pair's winner minus its loser's (the mean of the four scores)."""
+    ids, attention = batch["pair_input_ids"], batch["pair_attention_mask"]
+    pairs, length = ids.shape[0], ids.shape[-1]
+    outputs = model(ids.reshape(2 * pairs, length), attention.reshape(2 * pairs, length), rng=rng)
+    overall = jnp.mean(model.scores(outputs), axis=-1).reshape(pairs, 2)
+    return overall[:, 0] - overall[:, 1]
 
 
 def make_loss_fn(graphdef: nnx.GraphDef, loss_cfg: LossConfig) -> Callable:
-    """(params, batch, rng) -> (loss sum, (valid cell count, absolute error sum)); plain or packed batches."""
-    weights = jnp.asarray(loss_cfg.dimension_weights, jnp.float32)
+    """(params, batch, rng, pair_scale=None) -> (loss sum, aux); plain or packed batches.
 
-    def loss_fn(params: Any, batch: Batch, rng: jax.Array | None):
+    aux: ``cells`` (the count the step divides by), ``abs_err`` (summed over the labelled cells) and,
+    with preference pairs in the batch, ``pair_loss`` (the Bradley-Terry sum) and ``pair_agree`` (pairs
+    the student orders as the judge chose). The pair sum enters the loss times ``pair_scale``, which the
+    train step sets to ``loss.pair_weight * cells / pairs`` of the whole batch, so that after its one
+    division by the cells the pairs' term is ``pair_weight`` times their mean, also over micro-batches;
+    None takes this call's own cells and pairs."""
+
+    def loss_fn(params: Any, batch: Batch, rng: jax.Array | None, pair_scale: jax.Array | None = None):
         model = nnx.merge(graphdef, params)
         loss_impl = get_loss(resolve_loss_name(loss_cfg, model.head.default_loss))
         outputs, ex = forward_examples(model, batch, rng)
         scores = model.scores(outputs)
         labels = ex["labels"]
-        mask = ex["label_mask"] * ex["example_mask"][:, None]
-        dist = ex.get("label_dist")
-        dist_mask = None if dist is None else (jnp.sum(dist, axis=-1) > 0) * ex["example_mask"][:, None] * weights
+        mask, weighted, dist_mask = cell_masks(ex, loss_cfg)
         total, count = loss_impl(
             outputs,
             scores,
             labels,
-            mask * weights,
+            weighted,
             huber_delta=loss_cfg.huber_delta,
-            label_dist=dist,
+            label_dist=ex.get("label_dist"),
             dist_mask=dist_mask,
             distribution_mse_weight=loss_cfg.distribution_mse_weight,
         )
         if loss_cfg.ranking_weight > 0:
             rank_sum, pairs = pairwise_ranking(scores, labels, mask)
             total = total + loss_cfg.ranking_weight * count * rank_sum / jnp.maximum(pairs, 1.0)
-        abs_err = jnp.sum(jnp.abs(scores - labels) * mask)
-        return total, (count, abs_err)
+        aux = {"cells": count, "abs_err": jnp.sum(jnp.abs(scores - labels) * mask)}
+        if "pair_input_ids" in batch:
+            margins = preference_margins(model, batch, None if rng is None else jax.random.fold_in(rng, PAIR_STREAM))
+            pair_sum = bradley_terry(margins)
+            if pair_scale is None:
+                pair_scale = loss_cfg.pair_weight * jnp.maximum(count, 1) / margins.shape[0]
+            total = total + pair_scale * pair_sum
+            aux.update(pair_loss=pair_sum, pair_agree=jnp.sum(margins > 0))
+        return total, aux
 
     return loss_fn
+
+
+def batch_cells(graphdef: nnx.GraphDef, params: Any, batch: Batch, loss_cfg: LossConfig) -> jax.Array:
+    """The cells the loss averages over in the whole ``batch`` (what the micro-batches' ``cells`` add
+    up to), from its masks alone, without a forward pass."""
+    name = resolve_loss_name(loss_cfg, nnx.merge(graphdef, params).head.default_loss)
+    _, weighted, dist_mask = cell_masks(example_arrays(batch), loss_cfg)
+    return loss_cells(name, weighted, dist_mask, loss_cfg.distribution_mse_weight)
 
 
 TRAIN_STEP_COMPILER_OPTIONS: dict[str, bool | int | float | str] = {"xla_cpu_copy_insertion_use_region_analysis": True}
@@ -124,26 +170,33 @@ def make_train_step(
     dropout: bool = True,
 ) -> Callable[[TrainState, Batch], tuple[TrainState, dict[str, jax.Array]]]:
     """Build ``train_step(state, batch) -> (state, metrics)``; jit it with shardings and donation."""
-    loss_fn = make_loss_fn(graphdef, loss_cfg or LossConfig())
+    loss_cfg = loss_cfg or LossConfig()
+    loss_fn = make_loss_fn(graphdef, loss_cfg)
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
     def train_step(state: TrainState, batch: Batch):
         rng = jax.random.fold_in(state.rng, state.step) if dropout else None
+        pair_scale = None
+        if "pair_input_ids" in batch:
+            pairs = batch["pair_input_ids"].shape[0]
+            pair_scale = loss_cfg.pair_weight * jnp.maximum(batch_cells(graphdef, state.params, batch, loss_cfg), 1) / pairs
         if grad_accum == 1:
-            (total, (count, abs_err)), grads = grad_fn(state.params, batch, rng)
+            (total, aux), grads = grad_fn(state.params, batch, rng, pair_scale)
         else:
             micro = _micro_batches(batch, grad_accum)
             zeros = jax.tree.map(jnp.zeros_like, state.params)
 
             def body(carry, xs):
-                g_acc, t_acc, c_acc, a_acc = carry
+                g_acc, t_acc, aux_acc = carry
                 mb, i = xs
                 mrng = None if rng is None else jax.random.fold_in(rng, i)
-                (t, (c, a)), g = grad_fn(state.params, mb, mrng)
-                return (jax.tree.map(jnp.add, g_acc, g), t_acc + t, c_acc + c, a_acc + a), None
+                (t, a), g = grad_fn(state.params, mb, mrng, pair_scale)
+                return (jax.tree.map(jnp.add, g_acc, g), t_acc + t, jax.tree.map(jnp.add, aux_acc, a)), None
 
-            init = (zeros, jnp.float32(0), jnp.float32(0), jnp.float32(0))
-            (grads, total, count, abs_err), _ = jax.lax.scan(body, init, (micro, jnp.arange(grad_accum)))
+            sums = ("cells", "abs_err", *(("pair_loss", "pair_agree") if pair_scale is not None else ()))
+            init = (zeros, jnp.float32(0), {k: jnp.float32(0) for k in sums})
+            (grads, total, aux), _ = jax.lax.scan(body, init, (micro, jnp.arange(grad_accum)))
+        count = aux["cells"]
         denom = jnp.maximum(count, 1.0)
         grads = jax.tree.map(lambda g: g / denom, grads)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
@@ -156,11 +209,13 @@ def make_train_step(
         metrics = {
             "finite": finite,
             "loss": total / denom,
-            "mae": abs_err / denom,
+            "mae": aux["abs_err"] / denom,
             "grad_norm": grad_norm,
             "cells": count,
             "tokens": jnp.sum(batch["attention_mask"]),
         }
+        if "pair_input_ids" in batch:
+            metrics.update(pair_loss=aux["pair_loss"] / pairs, pair_accuracy=aux["pair_agree"] / pairs)
         return TrainState(state.step + 1, params, opt_state, state.rng), metrics
 
     return train_step
