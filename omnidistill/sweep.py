@@ -18,7 +18,8 @@ With ``seeds: [0, 1, 2]`` every run trains once per seed (``train.seed``), into 
 the table starts with each run's mean and sample standard deviation over its seeds
 (``summary_seeds.json``): one seed's difference between two runs is often within the seed spread.
 With ``test: true`` each run's best dev checkpoint is also evaluated on ``data.test``, and the rows
-gain its metrics.
+gain its metrics; ``test_pairs: FILE`` (a ``label --pairwise`` output for the test items) adds how often
+its scores order those pairs as the judges chose (``eval --pairs``'s overall accuracy).
 
 With ``grid: {optim.lr: [2.0e-5, 5.0e-5], optim.head_lr: [1.0e-4, 3.0e-4]}`` every combination of the
 values is a run of its own (each of ``runs`` with each combination, when ``runs`` is also given), named
@@ -41,6 +42,7 @@ import yaml
 
 from omnidistill import strict_json
 from omnidistill.config import Config, ConfigError, config_not_found, load_config, load_yaml, to_dict
+from omnidistill.data.preference_file import read_preferences
 from omnidistill.data.splits import check_split_files
 from omnidistill.runs.checkpoint import saved_steps
 from omnidistill.runs.run_dir import atomic_write_text, read_train_summary
@@ -58,12 +60,12 @@ def load_sweep(path: str | Path) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise ConfigError(f"{path}: expected a mapping with base, output_dir, overrides and runs")
     lines = _key_lines(text)
-    unknown = set(spec) - {"base", "output_dir", "overrides", "runs", "grid", "seeds", "test"}
+    unknown = set(spec) - {"base", "output_dir", "overrides", "runs", "grid", "seeds", "test", "test_pairs"}
     if unknown:
         first = min(unknown, key=lambda k: lines.get(str(k), 0))
         raise ConfigError(
             f"{path}:{lines.get(str(first), 1)}: unknown key(s) {', '.join(sorted(map(str, unknown)))} "
-            "(valid: base, output_dir, overrides, runs, grid, seeds, test)"
+            "(valid: base, output_dir, overrides, runs, grid, seeds, test, test_pairs)"
         )
     seeds = spec.get("seeds")
     if seeds is not None and (
@@ -72,6 +74,8 @@ def load_sweep(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}:{lines.get('seeds', 1)}: seeds must be a list of distinct integers >= 0, got {seeds!r}")
     if not isinstance(spec.get("test", False), bool):
         raise ConfigError(f"{path}:{lines.get('test', 1)}: test must be true or false, got {spec['test']!r}")
+    if "test_pairs" in spec and (not spec.get("test") or not isinstance(spec["test_pairs"], str)):
+        raise ConfigError(f"{path}:{lines.get('test_pairs', 1)}: test_pairs names a pairs file for the test split, with test: true")
     if "grid" not in spec or "runs" in spec:
         if not isinstance(spec.get("runs"), dict) or not spec["runs"]:
             raise ConfigError(f"{path}:{lines.get('runs', 1)}: runs must map run names to lists of overrides")
@@ -264,6 +268,8 @@ def run_sweep(
     for name in configs:  # resuming lists every finished run of the file: each is checked
         if name in selected or resume:
             check_run_directory(name, configs[name], resume, finished[name] is not None)
+    if spec.get("test_pairs"):  # a pairs file that cannot be read fails now, not after the first run trains
+        read_preferences(spec["test_pairs"], origin="test_pairs")
     for name in selected:  # what training would refuse, for every run before the first one trains
         try:
             if not (resume and finished[name] is not None):
@@ -283,8 +289,9 @@ def run_sweep(
         done = finished[name] if resume else None  # trained by an earlier invocation
         if name in previous and done is not None:
             rows[name] = previous[name]  # and evaluated by it
-            if spec.get("test") and "test_mae" not in rows[name]:  # test: true added since
-                rows[name].update(metrics_on_test(run_dir))
+            if spec.get("test") and ("test_mae" not in rows[name] or (spec.get("test_pairs") and "test_pair_accuracy" not in rows[name])):
+                # test: true or test_pairs added since
+                rows[name].update(metrics_on_test(run_dir, spec.get("test_pairs")))
         if name not in selected or name in rows:
             continue
         resumed = done is None and resume and bool(saved_steps(run_dir))
@@ -311,7 +318,7 @@ def run_sweep(
             "resumed": resumed,
         }
         if spec.get("test"):
-            rows[name].update(metrics_on_test(run_dir))
+            rows[name].update(metrics_on_test(run_dir, spec.get("test_pairs")))
         write_summary(out, table())
     write_summary(out, table())  # also when every row was kept from before
     return SweepOutcome(table())
@@ -371,13 +378,18 @@ def check_test_split(cfg: Config) -> None:
     check_split_files(cfg.data, "test", "data.test")
 
 
-def metrics_on_test(run_dir: Path) -> dict[str, float]:
+def metrics_on_test(run_dir: Path, pairs: str | None = None) -> dict[str, float]:
     """A run's row entries for ``test: true``: its best dev checkpoint evaluated on ``data.test`` (the
-    report written to ``eval/test.*`` without bootstrap or plots)."""
+    report written to ``eval/test.*`` without bootstrap or plots), with ``pairs`` (``test_pairs``) also
+    the overall accuracy on the judges' pairwise choices."""
     from omnidistill.eval.run_eval import evaluate_run
 
-    overall = evaluate_run(run_dir, split="test", bootstrap_samples=0, plots=False)["overall"]
-    return {"test_mae": overall["mae_dims"], "test_rmse": overall["rmse"], "test_pearson": overall["pearson"], "test_acc1": overall["acc1"]}
+    report = evaluate_run(run_dir, split="test", bootstrap_samples=0, plots=False, pairs=pairs)
+    overall = report["overall"]
+    row = {"test_mae": overall["mae_dims"], "test_rmse": overall["rmse"], "test_pearson": overall["pearson"], "test_acc1": overall["acc1"]}
+    if pairs:
+        row["test_pair_accuracy"] = report["preferences"]["overall"]["accuracy"]
+    return row
 
 
 COLUMNS = (
@@ -396,10 +408,13 @@ TEST_COLUMNS = (
     ("test_acc1", "test Acc@±1", 3),
 )
 """The metrics of a row with ``test: true``."""
+PAIR_COLUMNS = (("test_pair_accuracy", "test pairwise agreement", 3),)
+"""The metric of a row with ``test_pairs``."""
 
 
 def _columns(rows: list[dict[str, Any]]) -> tuple[tuple[str, str, int], ...]:
-    return COLUMNS + (TEST_COLUMNS if any("test_mae" in r for r in rows) else ())
+    tested = TEST_COLUMNS if any("test_mae" in r for r in rows) else ()
+    return COLUMNS + tested + (PAIR_COLUMNS if any("test_pair_accuracy" in r for r in rows) else ())
 
 
 def seed_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -82,13 +82,13 @@ def test_shipped_heads_sweep_runs_and_resumes(repo_root, tmp_path, monkeypatch, 
     assert "| classification |" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["heads", "recipe", "soft_labels", "lr_grid", "weights_average"])
+@pytest.mark.parametrize("name", ["heads", "recipe", "soft_labels", "lr_grid", "weights_average", "preferences"])
 def test_shipped_sweep_configs_are_valid(repo_root, tmp_path, name):
     from omnidistill.sweep import sweep_configs
 
     path = repo_root / "configs" / "ablations" / f"{name}.yaml"
     spec = load_sweep(path)
-    configs = sweep_configs(path, spec, [], tmp_path)
+    configs = sweep_configs(path, spec, spec.get("overrides", []), tmp_path)  # as the sweep command passes them
     if name == "soft_labels":  # the folders the docs' table names, each with its seed
         assert [(run, cfg.train.seed) for run, cfg in configs.items()][:3] == [("mse_s0", 0), ("mse_s1", 1), ("mse_s2", 2)]
         assert len(configs) == 12 and configs["distribution_s2"].loss.name == "distribution"
@@ -96,6 +96,10 @@ def test_shipped_sweep_configs_are_valid(repo_root, tmp_path, name):
         rates = {(cfg.optim.lr, cfg.optim.head_lr, cfg.train.seed) for cfg in configs.values()}
         assert rates == {(lr, head, s) for lr in (3e-4, 1e-3, 3e-3) for head in (1e-3, 3e-3) for s in (0, 1, 2)}
         assert "lr=0.0003+head_lr=0.001_s0" in configs
+    if name == "preferences":  # every run on the sample's judged pairs, weight 0 among them
+        weights = [(run, cfg.loss.pair_weight, cfg.data.pairs) for run, cfg in configs.items()][::3]
+        assert weights == [(f"pair_weight={w}_s0", float(w), "data/sample/train_pairs.jsonl") for w in ("0.0", "0.1", "0.3", "1.0")]
+        assert spec["test"] and spec["test_pairs"] == "data/sample/test_pairs.jsonl"
     if name == "weights_average":  # null is off
         assert [(run, cfg.optim.ema_decay) for run, cfg in configs.items()][::3] == [
             ("ema_decay=null_s0", None), ("ema_decay=0.95_s0", 0.95), ("ema_decay=0.99_s0", 0.99)
@@ -377,3 +381,61 @@ def test_the_best_line_names_the_runs_the_seeds_do_not_tell_apart_from_the_best(
     assert (
         line == f"Best mean dev MAE over seeds: **a** (dev MAE {a.mean():.4f} ± {a.std(ddof=1):.4f}). Within a standard deviation of it: b"
     )
+
+
+def test_test_pairs_adds_the_agreement_with_the_judges_pairwise_choices(tmp_path, repo_root, monkeypatch, capsys):
+    """``test_pairs`` passes its file to each run's test evaluation and the table gains the overall
+    pairwise accuracy (``eval --pairs``), also for runs finished before the key was set (on
+    ``--resume``, without training again); a file that cannot be read, or the key without ``test:
+    true``, is refused before anything trains (training and evaluation stand in)."""
+    from omnidistill.config import dump_config
+    from omnidistill.runs.run_dir import TRAIN_SUMMARY
+
+    trained, pairs_given = [], []
+
+    def fake_train(cfg, resume=False):
+        trained.append(Path(cfg.train.output_dir).name)
+        run = Path(cfg.train.output_dir)
+        run.mkdir(parents=True)
+        dump_config(cfg, run / "config.yaml")
+        (run / TRAIN_SUMMARY).write_text('{"steps": 3}')
+        return {"steps": 3}
+
+    def fake_eval(run_dir, split="dev", pairs=None, **_):
+        report = {"overall": {"mae_dims": 0.8, "rmse": 1.0, "pearson": 0.5, "acc1": 0.6}}
+        if split == "test":
+            pairs_given.append(pairs)
+        if pairs is not None:
+            report["preferences"] = {
+                "overall": {"pairs": 4, "correct": 3, "ties": 0, "accuracy": 0.75 - 0.25 * (Path(run_dir).name == "b")}
+            }
+        return report
+
+    monkeypatch.setattr("omnidistill.train.loop.train", fake_train)
+    monkeypatch.setattr("omnidistill.eval.run_eval.evaluate_run", fake_eval)
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text('{"id_a": "x", "id_b": "y", "winner": "x"}\n')
+    path = tmp_path / "s.yaml"
+    text = f"base: {repo_root / 'configs' / 'tiny.yaml'}\ntest: true\nruns:\n  a: [model.head=ordinal]\n  b: [loss.name=huber]\n"
+    path.write_text(text)
+    out = tmp_path / "out"
+    assert main(["sweep", str(path), "--output-dir", str(out)]) == 0
+    assert pairs_given == [None, None] and "pairwise" not in (out / "summary.md").read_text()
+    path.write_text(text + f"test_pairs: {pairs}\n")
+    assert main(["sweep", str(path), "--output-dir", str(out), "--resume"]) == 0
+    assert trained == ["a", "b"] and pairs_given[2:] == [str(pairs), str(pairs)]
+    assert [r["test_pair_accuracy"] for r in json.loads((out / "summary.json").read_text())] == [0.75, 0.5]
+    table = (out / "summary.md").read_text()
+    assert "| test Acc@±1 | test pairwise agreement |" in table and "| 0.600 | 0.750 |" in table
+    (tmp_path / "bad.jsonl").write_text('{"id_a": "x", "id_b": "y"}\n')
+    for extra, message in [
+        (f"test_pairs: {tmp_path / 'bad.jsonl'}\n", "bad.jsonl:1: no winner"),
+        (f"test_pairs: {tmp_path / 'gone.jsonl'}\n", "gone.jsonl: file not found (test_pairs:"),
+    ]:
+        path.write_text(text + extra)
+        assert main(["sweep", str(path), "--output-dir", str(tmp_path / "other")]) == 2
+        assert message in capsys.readouterr().err
+    path.write_text(text.replace("test: true\n", "") + f"test_pairs: {pairs}\n")
+    assert main(["sweep", str(path), "--output-dir", str(tmp_path / "other")]) == 2
+    assert f"{path}:5: test_pairs names a pairs file for the test split, with test: true" in capsys.readouterr().err
+    assert trained == ["a", "b"] and not (tmp_path / "other").exists()
