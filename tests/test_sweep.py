@@ -31,6 +31,19 @@ class PreemptSecondRun:
 
 
 @pytest.mark.slow
+def finished_run(cfg) -> dict:
+    """What a stand-in for training leaves: the run's config (what ``--resume`` compares) and the
+    summary of a finished run; returns that summary."""
+    from omnidistill.config import dump_config
+    from omnidistill.runs.run_dir import TRAIN_SUMMARY
+
+    run = Path(cfg.train.output_dir)
+    run.mkdir(parents=True)
+    dump_config(cfg, run / "config.yaml")
+    (run / TRAIN_SUMMARY).write_text('{"steps": 3}')
+    return {"steps": 3}
+
+
 def test_shipped_heads_sweep_runs_and_resumes(repo_root, tmp_path, monkeypatch, capsys):
     """Two of the four heads train (a sigmoid head and a level head, which adds the uncertainty
     columns); ``--only`` still checks every run's config, and names the runs when it finds none. The
@@ -175,19 +188,12 @@ def test_seeds_train_each_run_once_per_seed_and_the_table_gives_mean_and_spread(
     and the dev evaluation stand in here: the sweep's own work is the expansion and the table)."""
     import numpy as np
 
-    from omnidistill.config import dump_config
-    from omnidistill.runs.run_dir import TRAIN_SUMMARY
-
     dev_mae = {"a_s0": 0.80, "a_s1": 0.90, "a_s2": 0.85, "b_s0": 0.70, "b_s1": 0.74, "b_s2": 0.72}
     trained = []
 
     def fake_train(cfg, resume=False):
         trained.append((Path(cfg.train.output_dir).name, cfg.train.seed, cfg.model.head))
-        run = Path(cfg.train.output_dir)
-        run.mkdir(parents=True)
-        dump_config(cfg, run / "config.yaml")  # what --resume compares
-        (run / TRAIN_SUMMARY).write_text('{"steps": 3}')  # a finished run
-        return {"steps": 3}
+        return finished_run(cfg)
 
     def fake_eval(run_dir, split="dev"):
         mae = dev_mae[Path(run_dir).name]
@@ -233,18 +239,11 @@ def test_test_true_adds_the_test_metrics_of_each_runs_best_dev_checkpoint(tmp_pa
     """``test: true`` evaluates every run on ``data.test`` after its dev evaluation, and a run finished
     before the key was set gets its test row on ``--resume`` without training again; a run with no
     test data is refused before anything trains (training and evaluation stand in)."""
-    from omnidistill.config import dump_config
-    from omnidistill.runs.run_dir import TRAIN_SUMMARY
-
     trained, evaluated = [], []
 
     def fake_train(cfg, resume=False):
         trained.append(Path(cfg.train.output_dir).name)
-        run = Path(cfg.train.output_dir)
-        run.mkdir(parents=True)
-        dump_config(cfg, run / "config.yaml")
-        (run / TRAIN_SUMMARY).write_text('{"steps": 3}')
-        return {"steps": 3}
+        return finished_run(cfg)
 
     def fake_eval(run_dir, split="dev", **_):
         evaluated.append((Path(run_dir).name, split))
@@ -282,18 +281,11 @@ def test_a_grid_trains_every_combination_of_its_values_and_the_table_names_the_b
     the run of the lowest dev MAE (training and the dev evaluation stand in)."""
     import itertools
 
-    from omnidistill.config import dump_config
-    from omnidistill.runs.run_dir import TRAIN_SUMMARY
-
     trained = {}
 
     def fake_train(cfg, resume=False):
-        run = Path(cfg.train.output_dir)
-        trained[run.name] = (cfg.loss.name, cfg.optim.lr, cfg.optim.head_lr, cfg.data.length_buckets)
-        run.mkdir(parents=True)
-        dump_config(cfg, run / "config.yaml")
-        (run / TRAIN_SUMMARY).write_text('{"steps": 3}')
-        return {"steps": 3}
+        trained[Path(cfg.train.output_dir).name] = (cfg.loss.name, cfg.optim.lr, cfg.optim.head_lr, cfg.data.length_buckets)
+        return finished_run(cfg)
 
     def fake_eval(run_dir, split="dev", **_):  # a made-up dev MAE, lowest for huber at lr 3e-3 with one bucket
         loss, lr, head_lr, buckets = trained[Path(run_dir).name]
@@ -388,18 +380,11 @@ def test_test_pairs_adds_the_agreement_with_the_judges_pairwise_choices(tmp_path
     pairwise accuracy (``eval --pairs``), also for runs finished before the key was set (on
     ``--resume``, without training again); a file that cannot be read, or the key without ``test:
     true``, is refused before anything trains (training and evaluation stand in)."""
-    from omnidistill.config import dump_config
-    from omnidistill.runs.run_dir import TRAIN_SUMMARY
-
     trained, pairs_given = [], []
 
     def fake_train(cfg, resume=False):
         trained.append(Path(cfg.train.output_dir).name)
-        run = Path(cfg.train.output_dir)
-        run.mkdir(parents=True)
-        dump_config(cfg, run / "config.yaml")
-        (run / TRAIN_SUMMARY).write_text('{"steps": 3}')
-        return {"steps": 3}
+        return finished_run(cfg)
 
     def fake_eval(run_dir, split="dev", pairs=None, **_):
         report = {"overall": {"mae_dims": 0.8, "rmse": 1.0, "pearson": 0.5, "acc1": 0.6}}
