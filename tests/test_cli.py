@@ -289,7 +289,7 @@ def test_missing_training_data_is_refused_before_the_model_is_loaded(repo_root, 
     ]:
         assert main(["train", str(config), override, f"train.output_dir={tmp_path / 'run'}"]) == 2
         assert message in capsys.readouterr().err
-    pairs = "data.pairs=data/sample/train_pairs.jsonl"
+    pairs = "data.pairs=data/sample/pairs/train.jsonl"
     for overrides, message in [  # the teacher's pairwise choices, and where their candidates are
         (["data.pairs=data/sample/no_pairs.jsonl"], "data/sample/no_pairs.jsonl: file not found (data.pairs: the output of omnidistill"),
         (["data.pairs=data/sample/train.jsonl"], "data/sample/train.jsonl:1: no id_a (a pair line of label --pairwise has"),
@@ -385,7 +385,7 @@ def test_resume_refuses_what_would_change_the_sequence_of_batches(trained_tiny, 
         (["train.batch_size=8"], "train.batch_size: checkpoint 16 != config 8"),
         (["data.pack_length=192"], "data.pack_length: checkpoint 0 != config 192"),
         ([f"data.train=[{shorter}]"], "training examples: 2100 when the run started, 2000 now"),
-        ([f"data.pairs={repo_root}/data/sample/train_pairs.jsonl"], "data.pairs: checkpoint '' != config"),
+        ([f"data.pairs={repo_root}/data/sample/pairs/train.jsonl"], "data.pairs: checkpoint '' != config"),
     ]:
         assert main([*args, *extra, "--resume"]) == 2
         assert "resuming would not continue the same sequence of training batches" in (err := capsys.readouterr().err), extra

@@ -26,9 +26,9 @@ IDLE = {  # key -> (an override away from its default, the override that puts it
     "optim.decay_ratio": ("optim.decay_ratio=0.3", "optim.schedule=wsd"),
     "loss.huber_delta": ("loss.huber_delta=0.5", "loss.name=huber"),
     "loss.distribution_mse_weight": ("loss.distribution_mse_weight=0.5", "loss.name=distribution"),
-    "data.pair_items": ("data.pair_items=[data/sample/train.jsonl]", "data.pairs=data/sample/train_pairs.jsonl"),
-    "train.pair_batch_size": ("train.pair_batch_size=16", "data.pairs=data/sample/train_pairs.jsonl"),
-    "loss.pair_weight": ("loss.pair_weight=0.5", "data.pairs=data/sample/train_pairs.jsonl"),
+    "data.pair_items": ("data.pair_items=[data/sample/train.jsonl]", "data.pairs=data/sample/pairs/train.jsonl"),
+    "train.pair_batch_size": ("train.pair_batch_size=16", "data.pairs=data/sample/pairs/train.jsonl"),
+    "loss.pair_weight": ("loss.pair_weight=0.5", "data.pairs=data/sample/pairs/train.jsonl"),
     "logging.wandb_mode": ("logging.wandb_mode=offline", "logging.wandb=project"),
     "train.early_stopping_metric": ("train.early_stopping_metric=dev_rmse", "train.early_stopping_patience=2"),
 }

@@ -111,8 +111,8 @@ def test_shipped_sweep_configs_are_valid(repo_root, tmp_path, name):
         assert "lr=0.0003+head_lr=0.001_s0" in configs
     if name == "preferences":  # every run on the sample's judged pairs, weight 0 among them
         weights = [(run, cfg.loss.pair_weight, cfg.data.pairs) for run, cfg in configs.items()][::3]
-        assert weights == [(f"pair_weight={w}_s0", float(w), "data/sample/train_pairs.jsonl") for w in ("0.0", "0.1", "0.3", "1.0")]
-        assert spec["test"] and spec["test_pairs"] == "data/sample/test_pairs.jsonl"
+        assert weights == [(f"pair_weight={w}_s0", float(w), "data/sample/pairs/train.jsonl") for w in ("0.0", "0.1", "0.3", "1.0")]
+        assert spec["test"] and spec["test_pairs"] == "data/sample/pairs/test.jsonl"
     if name == "weights_average":  # null is off
         assert [(run, cfg.optim.ema_decay) for run, cfg in configs.items()][::3] == [
             ("ema_decay=null_s0", None), ("ema_decay=0.95_s0", 0.95), ("ema_decay=0.99_s0", 0.99)

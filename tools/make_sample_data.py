@@ -8,7 +8,7 @@ trained from scratch for a few CPU minutes) can learn them; the others need a pr
 Train/dev labels are integers like an LLM judge's, each drawn from the distribution stored beside it as
 ``label_dist`` (what a judge's log-probabilities would give); test items
 carry two simulated annotators (``annotations``) and their mean as ``labels``. Train and test also get
-a pairwise judge's choices between candidates for one input (``{split}_pairs.jsonl``, as ``label
+a pairwise judge's choices between candidates for one input (``pairs/{split}.jsonl``, as ``label
 --pairwise`` writes them; ``data.pairs`` trains on them, ``eval --pairs`` checks them). Deterministic:
 
     python tools/make_sample_data.py            # rewrites data/sample/
@@ -225,8 +225,9 @@ def main() -> None:
     for split, items in judged.items():
         pairs = judge_pairs(items, pair_rng)
         text = "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs)
-        (out_dir / f"{split}_pairs.jsonl").write_text(text, encoding="utf-8")
-        print(f"{split}_pairs: {len(pairs)} pairs")
+        (out_dir / "pairs").mkdir(exist_ok=True)
+        (out_dir / "pairs" / f"{split}.jsonl").write_text(text, encoding="utf-8")
+        print(f"pairs/{split}: {len(pairs)} pairs")
 
 
 if __name__ == "__main__":

@@ -76,7 +76,7 @@ def test_repeated_item_ids_and_files_without_a_winner_are_refused(tmp_path, enco
 @pytest.fixture(scope="module")
 def sample_pairs(repo_root, encoder):
     sample = repo_root / "data" / "sample"
-    return load_training_pairs(DataConfig(pairs=str(sample / "train_pairs.jsonl"), train=[str(sample / "train.jsonl")]), encoder)
+    return load_training_pairs(DataConfig(pairs=str(sample / "pairs" / "train.jsonl"), train=[str(sample / "train.jsonl")]), encoder)
 
 
 def rows_of(batch):

@@ -24,7 +24,7 @@ def pair_block(repo_root, step=0, pairs=8):
     """Step ``step``'s pairs of the sample's judged train pairs, tokenized as tiny_setup's batch is."""
     tok = AutoTokenizer.from_pretrained(repo_root / "assets" / "tiny-wordpiece")
     sample = repo_root / "data" / "sample"
-    data = DataConfig(pairs=str(sample / "train_pairs.jsonl"), train=[str(sample / "train.jsonl")])
+    data = DataConfig(pairs=str(sample / "pairs" / "train.jsonl"), train=[str(sample / "train.jsonl")])
     judged = load_training_pairs(data, RecordEncoder(tok, 128))
     return PreferenceBatches(judged, pad_id=tok.pad_token_id, buckets=[64, 128], global_pairs=pairs, seed=0)[step]
 
@@ -123,7 +123,7 @@ def test_a_run_trains_on_the_pairs_logs_them_and_resumes_exactly(tmp_path, repo_
     from tests.train.test_weights_average import by_path
 
     run = tmp_path / "pairs"
-    extra = (f"data.pairs={repo_root}/data/sample/train_pairs.jsonl", "checkpoint.every_steps=1", "checkpoint.keep=6")
+    extra = (f"data.pairs={repo_root}/data/sample/pairs/train.jsonl", "checkpoint.every_steps=1", "checkpoint.keep=6")
     assert main(tiny_run_args(repo_root, run, *TRAINED_TINY, *extra)) == 0
     assert saved_steps(run) == [1, 2, 3, 4, 5, 6]
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
@@ -147,7 +147,7 @@ def test_the_model_card_names_the_pairwise_loss(repo_root):
 
     data = DataSummary(train_items=10, dev_items=5, languages=("en",), teachers=())
     said = "plus a Bradley-Terry loss (weight 0.3) on the teacher's pairwise choices"
-    for overrides, expected in [(["data.pairs=data/sample/train_pairs.jsonl", "loss.pair_weight=0.3"], said), ([], None)]:
+    for overrides, expected in [(["data.pairs=data/sample/pairs/train.jsonl", "loss.pair_weight=0.3"], said), ([], None)]:
         cfg = load_config(repo_root / "configs" / "tiny.yaml", overrides)
         head = next(line for line in training_summary(cfg, 6, data, CardInfo(), None).splitlines() if "**Head:**" in line)
         assert (expected in head) if expected else ("Bradley-Terry" not in head)
