@@ -289,8 +289,7 @@ def run_sweep(
         done = finished[name] if resume else None  # trained by an earlier invocation
         if name in previous and done is not None:
             rows[name] = previous[name]  # and evaluated by it
-            if spec.get("test") and ("test_mae" not in rows[name] or (spec.get("test_pairs") and "test_pair_accuracy" not in rows[name])):
-                # test: true or test_pairs added since
+            if test_metrics_missing(rows[name], spec):  # test: true or test_pairs added since
                 rows[name].update(metrics_on_test(run_dir, spec.get("test_pairs")))
         if name not in selected or name in rows:
             continue
@@ -376,6 +375,13 @@ def check_test_split(cfg: Config) -> None:
     if not cfg.data.test and cfg.data.tfds is None:
         raise ConfigError("test: true, but data.test names no file")
     check_split_files(cfg.data, "test", "data.test")
+
+
+def test_metrics_missing(row: dict[str, Any], spec: dict[str, Any]) -> bool:
+    """Whether a finished run's row lacks what the sweep file's ``test: true`` (and ``test_pairs``) add."""
+    if not spec.get("test"):
+        return False
+    return "test_mae" not in row or (bool(spec.get("test_pairs")) and "test_pair_accuracy" not in row)
 
 
 def metrics_on_test(run_dir: Path, pairs: str | None = None) -> dict[str, float]:
