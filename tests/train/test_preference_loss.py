@@ -1,6 +1,6 @@
 """The train step with the teacher's pairwise choices (``data.pairs``): its loss is the point loss plus
-``loss.pair_weight`` times the Bradley-Terry mean over the step's pairs, computed from each candidate
-scored on its own; it stays exact over micro-batches and meshes."""
+``loss.pair_weight`` times the Bradley-Terry mean over the step's pairs, computed from the candidates
+scored apart from the step; it stays exact over micro-batches and meshes."""
 
 from __future__ import annotations
 
@@ -49,22 +49,25 @@ def steps_with_pairs(repo_root, mesh, loss_cfg, n_steps=2, grad_accum=1, drop_ce
     return state, metrics
 
 
-def test_the_loss_adds_the_weighted_bradley_terry_mean_of_candidates_scored_on_their_own(repo_root):
+def test_the_loss_adds_the_weighted_bradley_terry_mean_of_the_candidates_scores(repo_root):
     graphdef, params, _, ds = tiny_setup(repo_root)
     batch, pairs = batch_arrays(ds[0]), pair_block(repo_root)
     mesh = build_mesh(MeshConfig(data=1), devices=jax.devices()[:1])
     _, (metrics,) = steps_with_pairs(repo_root, mesh, LossConfig(pair_weight=0.7), n_steps=1)
     model = nnx.merge(graphdef, nnx.State(jax.tree.map(jax.numpy.asarray, params)))
-    scores = np.asarray(model.scores(model(batch["input_ids"], batch["attention_mask"])), np.float64)
+    score = jax.jit(lambda ids, attention: model.scores(model(ids, attention)))
+    scores = np.asarray(score(batch["input_ids"], batch["attention_mask"]), np.float64)
     mask = batch["label_mask"] * batch["example_mask"][:, None]
     mse = np.sum((scores - batch["labels"]) ** 2 * mask) / np.sum(mask > 0)
-
-    def overall(ids, attention):  # one candidate, unpadded
-        tokens = ids[attention > 0][None]
-        return float(np.mean(np.asarray(model.scores(model(tokens, np.ones_like(tokens))), np.float64)))
-
-    ids, attention = pairs["pair_input_ids"], pairs["pair_attention_mask"]
-    margins = np.array([overall(ids[p, 0], attention[p, 0]) - overall(ids[p, 1], attention[p, 1]) for p in range(len(ids))])
+    # each candidate's tokens read back through the pair block's mask, padded anew to 128 on their own
+    length = pairs["pair_input_ids"].shape[-1]
+    rows = zip(pairs["pair_input_ids"].reshape(-1, length), pairs["pair_attention_mask"].reshape(-1, length), strict=True)
+    candidates = [row[keep > 0] for row, keep in rows]
+    ids, attention = np.zeros((len(candidates), 128), np.int32), np.zeros((len(candidates), 128), np.int32)
+    for row, tokens in enumerate(candidates):
+        ids[row, : len(tokens)], attention[row, : len(tokens)] = tokens, 1
+    overall = np.mean(np.asarray(score(ids, attention), np.float64), axis=-1).reshape(-1, 2)
+    margins = overall[:, 0] - overall[:, 1]
     bradley_terry = np.mean(np.logaddexp(0.0, -margins))  # -log sigmoid(margin)
     np.testing.assert_allclose(metrics["pair_loss"], bradley_terry, rtol=1e-5)
     np.testing.assert_allclose(metrics["pair_accuracy"], np.mean(margins > 0))
