@@ -172,7 +172,9 @@ def training_summary(cfg: Config, step: int, data: DataSummary, info: CardInfo, 
             + ".",
             f"- **Schedule:** batch {cfg.train.batch_size}, {cfg.train.epochs:g} epochs"
             + (f" (max {cfg.train.max_steps} steps)" if cfg.train.max_steps else "")
-            + f"; best dev checkpoint at step {step}, by {cfg.train.early_stopping_metric}.",
+            + f"; best dev checkpoint at step {step}, by dev MAE"
+            + (f" (early stopping on {cfg.train.early_stopping_metric})" if cfg.train.early_stopping_patience else "")
+            + ".",
             f"- **Data:** {count(data.train_items)} training items, {count(data.dev_items)} dev items, {count(test_items)} test items"
             + (f"; languages: {', '.join(data.languages)}" if data.languages else "")
             + ".",

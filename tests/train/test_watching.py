@@ -136,3 +136,19 @@ def test_a_failed_training_run_is_finished_as_failed_in_wandb():
     sink.close()
     sink.close(failed=True)
     assert finished == [0, 1]
+
+
+def test_the_model_card_says_the_best_checkpoint_is_chosen_by_dev_mae_whatever_early_stopping_watches(repo_root):
+    """The card said ``by dev_pearson`` for a run that stopped early on Pearson r, while the best
+    checkpoint is always chosen by dev MAE (docs/training.md, "Early stopping")."""
+    from omnidistill.config import load_config
+    from omnidistill.export.card_metadata import CardInfo, DataSummary, training_summary
+
+    data = DataSummary(train_items=10, dev_items=5, languages=("en",), teachers=())
+    for overrides, said in [
+        (["train.early_stopping_patience=2", "train.early_stopping_metric=dev_pearson"], "by dev MAE (early stopping on dev_pearson)."),
+        ([], "best dev checkpoint at step 6, by dev MAE."),
+    ]:
+        cfg = load_config(repo_root / "configs" / "tiny.yaml", overrides)
+        (schedule,) = [line for line in training_summary(cfg, 6, data, CardInfo(), None).splitlines() if "**Schedule:**" in line]
+        assert schedule.endswith(said)
