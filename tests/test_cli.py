@@ -295,6 +295,8 @@ def test_missing_training_data_is_refused_before_the_model_is_loaded(repo_root, 
         (["data.pairs=data/sample/train.jsonl"], "data/sample/train.jsonl:1: no id_a (a pair line of label --pairwise has"),
         ([pairs, "data.pair_items=[data/sample/gone.jsonl]"], "gone.jsonl: file not found (data.pair_items"),
         ([pairs, "train.pair_batch_size=4", "mesh.data=8"], "train.pair_batch_size=4 must be divisible by train.grad_accum=1, then by"),
+        (["data.dev_pairs=data/sample/pairs/nope.jsonl"], "data/sample/pairs/nope.jsonl: file not found (data.dev_pairs:"),
+        (["train.early_stopping_patience=2", "train.early_stopping_metric=dev_pair_accuracy"], "dev_pair_accuracy needs data.dev_pairs"),
     ]:
         assert main(["train", str(config), *overrides, f"train.output_dir={tmp_path / 'run'}"]) == 2
         assert message in capsys.readouterr().err

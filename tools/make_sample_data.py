@@ -7,9 +7,10 @@ output are the two failure modes that leave token-level marks, so the tiny defau
 trained from scratch for a few CPU minutes) can learn them; the others need a pretrained encoder.
 Train/dev labels are integers like an LLM judge's, each drawn from the distribution stored beside it as
 ``label_dist`` (what a judge's log-probabilities would give); test items
-carry two simulated annotators (``annotations``) and their mean as ``labels``. Train and test also get
+carry two simulated annotators (``annotations``) and their mean as ``labels``. Every split also gets
 a pairwise judge's choices between candidates for one input (``pairs/{split}.jsonl``, as ``label
---pairwise`` writes them; ``data.pairs`` trains on them, ``eval --pairs`` checks them). Deterministic:
+--pairwise`` writes them; ``data.pairs`` trains on them, ``data.dev_pairs`` and ``eval --pairs`` check
+them). Deterministic:
 
     python tools/make_sample_data.py            # rewrites data/sample/
 """
@@ -162,7 +163,7 @@ def judge_distribution(kind: str) -> dict:
 
 
 PAIRS_PER_INPUT = 6
-"""Judged pairs drawn per input (task and source or question) of the train and test splits."""
+"""Judged pairs drawn per input (task and source or question) of each split."""
 PAIR_SHARPNESS = 3.0
 """The simulated pairwise judge picks ``a`` with probability sigmoid(3 * (mean(a) - mean(b))), the means
 being the candidates' profiles over the four dimensions (what the noisy point labels are drawn around)."""
@@ -199,7 +200,7 @@ def main() -> None:
     out_dir = ROOT / "data" / "sample"
     out_dir.mkdir(parents=True, exist_ok=True)
     start = 0
-    judged: dict[str, list[tuple[str, dict, str]]] = {"train": [], "test": []}
+    judged: dict[str, list[tuple[str, dict, str]]] = {"train": [], "test": [], "dev": []}  # drawn in this order
     for split, size in sizes.items():
         lines = []
         for n, item in enumerate(pool[start : start + size]):

@@ -182,6 +182,10 @@ class DataConfig:
     pair_items: list[str] = dataclasses.field(default_factory=list)
     """Files holding the paired candidates (named as ``train``'s; labels not needed), found by ``id``
     (empty: the ``train`` files)."""
+    dev_pairs: str = ""
+    """The judges' pairwise choices between dev items (a ``label --pairwise`` output): every dev
+    evaluation then logs ``dev_pair_accuracy``, how often the student orders them as the judges chose,
+    and the dev report has the table of ``eval --pairs`` (empty: none)."""
 
 
 @dataclasses.dataclass
@@ -284,8 +288,9 @@ class TrainConfig:
     """``[first, last]``: trace training steps first..last (inclusive) with ``jax.profiler`` into RUN/profile/."""
     early_stopping_patience: int = 0
     """Stop after this many dev evaluations in a row without improving ``early_stopping_metric`` (0: never)."""
-    early_stopping_metric: Literal["dev_mae", "dev_rmse", "dev_pearson", "dev_acc1"] = "dev_mae"
-    """The dev metric early stopping watches (MAE/RMSE: lower is better; Pearson/Acc@±1: higher)."""
+    early_stopping_metric: Literal["dev_mae", "dev_rmse", "dev_pearson", "dev_acc1", "dev_pair_accuracy"] = "dev_mae"
+    """The dev metric early stopping watches (MAE/RMSE: lower is better; Pearson/Acc@±1 and the
+    agreement with ``data.dev_pairs``: higher). The best checkpoint is chosen by dev MAE whichever it is."""
     pair_batch_size: int = 8
     """Teacher preference pairs per update with ``data.pairs`` (global, two candidates each, beside the
     ``batch_size`` items); divisible by ``grad_accum`` x data x fsdp, as the batch's rows are."""

@@ -1,7 +1,8 @@
 """Early stopping on a dev metric with patience (as COMET does), resumable.
 
 After each dev evaluation the chosen metric (``train.early_stopping_metric``: lower is better for
-``dev_mae`` and ``dev_rmse``, higher for ``dev_pearson`` and ``dev_acc1``) is compared with the best so
+``dev_mae`` and ``dev_rmse``, higher for ``dev_pearson``, ``dev_acc1`` and ``dev_pair_accuracy``, the
+agreement with ``data.dev_pairs``) is compared with the best so
 far; after ``train.early_stopping_patience`` evaluations in a row without improvement, training stops.
 The state lives in ``RUN/early_stopping.json``, written atomically after every evaluation and keyed by
 step, so a resumed run continues the count, and an evaluation that a resume re-does is not counted twice.
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from omnidistill.runs.run_dir import atomic_write_text
 
-HIGHER_IS_BETTER = {"dev_mae": False, "dev_rmse": False, "dev_pearson": True, "dev_acc1": True}
+HIGHER_IS_BETTER = {"dev_mae": False, "dev_rmse": False, "dev_pearson": True, "dev_acc1": True, "dev_pair_accuracy": True}
 
 
 @dataclasses.dataclass

@@ -18,6 +18,7 @@ from tqdm import tqdm
 from omnidistill import strict_json
 from omnidistill.config import Config
 from omnidistill.eval.predict import predict_ids
+from omnidistill.eval.preferences import agreement_over
 from omnidistill.eval.report import build_report, report_markdown
 from omnidistill.runs.checkpoint import weights_to_evaluate
 from omnidistill.runs.run_dir import TRAIN_SUMMARY, atomic_write_text
@@ -62,7 +63,10 @@ def dev_report(run: TrainRun, params: Any, epsilon: dict | None = None) -> dict:
     cfg = run.cfg
     batching = {"batch_size": cfg.eval.batch_size, "buckets": cfg.data.length_buckets}
     pred = predict_ids(run.predict_fn, params, run.dev_ids, run.mesh, pad_id=run.encoder.pad_id, **batching)
-    return build_report(run.dev_records, pred, epsilon=epsilon, lang_weights=run.lang_weights)
+    report = build_report(run.dev_records, pred, epsilon=epsilon, lang_weights=run.lang_weights)
+    if run.dev_pairs is not None:  # data.dev_pairs: as eval --pairs reports it
+        report["preferences"] = {"file": cfg.data.dev_pairs, **agreement_over(run.dev_pairs, run.dev_records, pred)}
+    return report
 
 
 def dev_epsilon(run_dir: Path, report: dict | None = None) -> dict | None:
@@ -104,8 +108,13 @@ def evaluate_dev(run: TrainRun, params: Any, step: int, sink: MetricSink, bar: A
     dev_epsilon(run.run_dir, report)
     ov = report["overall"]
     fields = {"dev_mae": ov["mae_dims"], "dev_rmse": ov["rmse"], "dev_pearson": ov["pearson"], "dev_acc1": ov["acc1"]}
+    agreement = ""
+    if "preferences" in report:  # None when no judged pair has both scores: NaN, which never improves
+        accuracy = report["preferences"]["overall"]["accuracy"]
+        fields["dev_pair_accuracy"] = math.nan if accuracy is None else accuracy
+        agreement = f" pairs {fields['dev_pair_accuracy']:.3f}"
     sink.write(step, fields)
-    bar.write(f"step {step}: dev MAE {ov['mae_dims']:.4f} RMSE {ov['rmse']:.4f} r {ov['pearson']:.3f} Acc@±1 {ov['acc1']:.3f}")
+    bar.write(f"step {step}: dev MAE {ov['mae_dims']:.4f} RMSE {ov['rmse']:.4f} r {ov['pearson']:.3f} Acc@±1 {ov['acc1']:.3f}{agreement}")
     return report, fields
 
 

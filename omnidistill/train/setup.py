@@ -21,7 +21,7 @@ from omnidistill.config.unused import idle_settings
 from omnidistill.data.own_fields import check_group_by, check_keep_fields
 from omnidistill.data.pipeline import PackSpec, bucket_length, packed_train_dataset, train_dataset, with_workers
 from omnidistill.data.preference_batches import PreferenceBatches, load_training_pairs
-from omnidistill.data.preference_file import read_preferences
+from omnidistill.data.preference_file import Preference, read_preferences
 from omnidistill.data.schema import Record
 from omnidistill.data.splits import check_split_files, files_shared_with_train, load_split, stream_split
 from omnidistill.data.token_cache import TokenCache, cached_examples
@@ -159,6 +159,24 @@ def preference_batches(cfg: Config, encoder: RecordEncoder) -> PreferenceBatches
         raise TrainError(f"data.pairs={cfg.data.pairs}: {err}") from None
 
 
+def dev_preferences(cfg: Config, dev_records: Sequence[Record]) -> list[Preference] | None:
+    """``data.dev_pairs``, read and matched to the dev items: pairs naming an id the dev split lacks
+    are counted in a warning (a dev evaluation leaves them out, as ``eval --pairs`` does); a file
+    whose judged pairs all name such ids is refused."""
+    if not cfg.data.dev_pairs:
+        return None
+    pairs = read_preferences(cfg.data.dev_pairs, origin="data.dev_pairs")
+    ids = {r.id for r in dev_records}
+    judged = [p for p in pairs if p.winner is not None]
+    usable = [p for p in judged if p.id_a in ids and p.id_b in ids]
+    if not usable:
+        raise TrainError(f"data.dev_pairs={cfg.data.dev_pairs}: none of its {len(judged)} judged pairs names two dev items")
+    if len(usable) < len(judged):
+        log.warning("data.dev_pairs: %d of %d judged pairs name an id that the dev split lacks; dev evaluations leave them out",
+                    len(judged) - len(usable), len(judged))  # fmt: skip
+    return pairs
+
+
 def input_counts(
     encoder: RecordEncoder, train: Sequence[Record] | TokenCache, dev: EncodedInputs, skipped: dict[str, int], seed: int
 ) -> dict[str, dict]:
@@ -247,6 +265,8 @@ class TrainRun:
     checkpoints: RunCheckpoints
     lang_weights: dict[str, float] | None = None
     """``eval.lang_weights`` (the dev reports' L-MAE weights), read and checked before training starts."""
+    dev_pairs: list[Preference] | None = None
+    """``data.dev_pairs``: the judges' choices between dev items, which every dev evaluation checks."""
 
     def next_batch(self, step: int) -> dict[str, np.ndarray]:
         """This process's rows of the batch after ``step`` updates (with its preference pairs)."""
@@ -370,18 +390,23 @@ def check_training_files(cfg: Config) -> None:
     check_group_by(cfg.eval.group_by, "eval.group_by")
     for split in ("train", "dev"):
         check_split_files(cfg.data, split, f"data.{split}")
-    if cfg.data.pairs:
-        check_pair_files(cfg)
+    check_pair_files(cfg)
 
 
 def check_pair_files(cfg: Config) -> None:
-    """Refuse a ``data.pairs`` file that is not there or has a malformed line, and ``data.pair_items``
-    files that are not there, before the model loads."""
-    read_preferences(cfg.data.pairs, origin="data.pairs")
-    if cfg.data.pair_items:
-        check_split_files(dataclasses.replace(cfg.data, train=cfg.data.pair_items, tfds=None), "train", "data.pair_items")
-    elif not cfg.data.train:
-        raise TrainError("data.pairs: set data.pair_items to the files holding the paired candidates (data.train names no file)")
+    """Refuse a ``data.pairs`` or ``data.dev_pairs`` file that is not there or has a malformed line,
+    ``data.pair_items`` files that are not there, and early stopping on the dev pairs without them,
+    before the model loads."""
+    if cfg.data.pairs:
+        read_preferences(cfg.data.pairs, origin="data.pairs")
+        if cfg.data.pair_items:
+            check_split_files(dataclasses.replace(cfg.data, train=cfg.data.pair_items, tfds=None), "train", "data.pair_items")
+        elif not cfg.data.train:
+            raise TrainError("data.pairs: set data.pair_items to the files holding the paired candidates (data.train names no file)")
+    if cfg.data.dev_pairs:
+        read_preferences(cfg.data.dev_pairs, origin="data.dev_pairs")
+    if cfg.train.early_stopping_patience and cfg.train.early_stopping_metric == "dev_pair_accuracy" and not cfg.data.dev_pairs:
+        raise TrainError("train.early_stopping_metric=dev_pair_accuracy needs data.dev_pairs, the judges' choices between dev items")
 
 
 def check_run_config(cfg: Config) -> None:
@@ -430,6 +455,7 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
             measured = "the dev metrics, the best checkpoint and early stopping are" if split == "dev" else "the test metrics are"
             log.warning("data.%s reads %s, which data.train reads too: %s measured on training data", split, ", ".join(shared), measured)
     dev_records, dev_skipped = load_split(cfg.data, "dev")
+    dev_pairs = dev_preferences(cfg, dev_records)
     dev_inputs = encoder.encode_inputs(dev_records)
     data_counts = input_counts(encoder, train_records, dev_inputs, {"train": skipped, "dev": dev_skipped}, cfg.train.seed)
     if pair_batches is not None:
@@ -489,4 +515,5 @@ def prepare_run(cfg: Config, *, resume: bool = False) -> TrainRun:
         learning_rates=schedules,
         checkpoints=checkpoints,
         lang_weights=lang_weights,
+        dev_pairs=dev_pairs,
     )

@@ -113,10 +113,11 @@ def test_a_pair_weight_of_zero_trains_as_without_pairs(repo_root):
 
 @pytest.mark.slow
 def test_a_run_trains_on_the_pairs_logs_them_and_resumes_exactly(tmp_path, repo_root):
-    """From the CLI: the sample's judged pairs beside its labels. The log has the pairs' loss and the
-    student's agreement with the judge, and the pairs used, tied and unknown; resumed from step 3
-    (steps 4-6 removed), the run ends with the same weights to the bit, with nothing of the pairs'
-    order in its checkpoint."""
+    """From the CLI: the sample's judged pairs beside its labels, and its dev pairs checked at every dev
+    evaluation. The log has the pairs' loss and the student's agreement with the judge, the pairs used,
+    tied and unknown, and the dev agreement, which numpy finds again from ``eval``'s dev predictions of
+    the last step; resumed from step 3 (steps 4-6 removed), the run ends with the same weights to the
+    bit, with nothing of the pairs' order in its checkpoint."""
     import json
     import shutil
 
@@ -126,7 +127,13 @@ def test_a_run_trains_on_the_pairs_logs_them_and_resumes_exactly(tmp_path, repo_
     from tests.train.test_weights_average import by_path
 
     run = tmp_path / "pairs"
-    extra = (f"data.pairs={repo_root}/data/sample/pairs/train.jsonl", "checkpoint.every_steps=1", "checkpoint.keep=6")
+    sample = repo_root / "data" / "sample"
+    extra = (
+        f"data.pairs={sample}/pairs/train.jsonl",
+        f"data.dev_pairs={sample}/pairs/dev.jsonl",
+        "checkpoint.every_steps=1",
+        "checkpoint.keep=6",
+    )
     assert main(tiny_run_args(repo_root, run, *TRAINED_TINY, *extra)) == 0
     assert saved_steps(run) == [1, 2, 3, 4, 5, 6]
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
@@ -135,6 +142,21 @@ def test_a_run_trains_on_the_pairs_logs_them_and_resumes_exactly(tmp_path, repo_
     assert [row["step"] for row in steps] == [2, 4, 6]
     assert all(0 < row["pair_loss"] < 5 and 0 <= row["pair_accuracy"] <= 1 for row in steps)
     assert json.loads((run / "train_data.json").read_text()) == {"examples": 2100, "pairs": 1000}
+    dev = {row["step"]: row["dev_pair_accuracy"] for row in log if "dev_mae" in row}
+    assert sorted(dev) == [3, 6]
+    assert (
+        main(
+            ["eval", str(run), "--split", "dev", "--checkpoint", "latest", "--no-plots", "--bootstrap", "0", "--out", str(tmp_path / "ev")]
+        )
+        == 0
+    )
+    pred = {
+        line["id"]: np.mean(list(line["pred"].values())) for line in map(json.loads, (tmp_path / "ev" / "dev_predictions.jsonl").open())
+    }
+    judged = [p for p in map(json.loads, (sample / "pairs" / "dev.jsonl").open()) if p["winner"] is not None]
+    agree = [pred[p["winner"]] > pred[p["id_b"] if p["winner"] == p["id_a"] else p["id_a"]] for p in judged]
+    assert len(agree) == 143 and dev[6] == pytest.approx(np.mean(agree), abs=1.5 / len(agree))  # a near-tie may round otherwise
+    assert "### Agreement with the judges' pairwise choices" in (run / "dev_report.md").read_text()
     final = read_state_arrays(run / "checkpoints", 6)["params"]
     resumed = tmp_path / "resumed"
     shutil.copytree(run, resumed)

@@ -64,6 +64,10 @@ def test_early_stopping_counts_each_evaluation_once_across_a_resume(tmp_path):
     assert again.update(6, {"dev_pearson": 0.25}) and again.best_step == 2
     with pytest.raises(ValueError, match="early_stopping_metric"):
         EarlyStopping.load(tmp_path, "dev_loss", 2, resume=False)
+    agreement = EarlyStopping.load(tmp_path / "pairs", "dev_pair_accuracy", 1, resume=False)  # higher is better
+    assert not agreement.update(2, {"dev_pair_accuracy": 0.6}, write=False)
+    assert not agreement.update(4, {"dev_pair_accuracy": 0.7}, write=False)
+    assert agreement.update(6, {"dev_pair_accuracy": 0.65}, write=False) and agreement.best_step == 4
 
 
 def test_training_stops_early_writes_tensorboard_and_a_profile(repo_root, tmp_path, monkeypatch):
