@@ -560,5 +560,22 @@ def test_pairwise_preferences_from_the_cli(server, tmp_path, repo_root, capsys):
     lines = [json.loads(line) for line in (tmp_path / "pairs.jsonl").read_text().splitlines()]
     assert {(p["id_a"], p["id_b"]): p["winner"] for p in lines} == {("c0", "c1"): "c1", ("c0", "c2"): "c2", ("c1", "c2"): "c1"}
     assert [(p["system_a"], p["system_b"]) for p in lines] == [("sys0", "sys1"), ("sys0", None), ("sys1", None)]
+    # the output trains as written: data.pairs finds both candidates of each pair in the labelled input
+    from transformers import AutoTokenizer
+
+    from omnidistill.config import DataConfig
+    from omnidistill.data.preference_batches import load_training_pairs
+    from omnidistill.data.sources import read_records
+    from omnidistill.data.tokenize import RecordEncoder
+
+    encoder = RecordEncoder(AutoTokenizer.from_pretrained(repo_root / "assets" / "tiny-wordpiece"), 64)
+    data = DataConfig(pairs=str(tmp_path / "pairs.jsonl"), pair_items=[str(inputs)], keep_fields=["system"])
+    judged = load_training_pairs(data, encoder)
+    records = read_records(inputs, require_labels=False, keep=frozenset({"system"}))[0]
+    id_of = {encoder.token_ids(r).tobytes(): r.id for r in records}
+    members = zip(judged.winners, judged.losers, strict=True)
+    assert [(id_of[judged.tokens[w].tobytes()], id_of[judged.tokens[v].tobytes()]) for w, v in members] == [
+        ("c1", "c0"), ("c2", "c0"), ("c1", "c2")
+    ]  # fmt: skip
     with pytest.raises(JudgeOutputError):
         parse_pairwise_choice("I choose A as the better response. No, I choose B as the better response.")
