@@ -62,19 +62,25 @@ def pair_item_files(data: DataConfig) -> list[str]:
 def load_training_pairs(data: DataConfig, encoder: RecordEncoder) -> TrainingPairs:
     """Read ``data.pairs``, find both candidates of each judged pair by id and tokenize them.
 
-    A pair naming an id the files lack is a :class:`DataError` with the pairs file's line and field,
-    or with ``data.skip_invalid`` skipped and counted; an id the files repeat is refused (a join on it
-    would pick one record at random)."""
+    One read of the files in the usual case. A pair naming an id the files lack is a
+    :class:`DataError` with the pairs file's line and field, or with ``data.skip_invalid`` skipped and
+    counted; a paired id the files repeat is refused with both lines (a join on it would pick one of
+    the records), while repeats among the other records are the files' own (training counts them)."""
     every = read_preferences(data.pairs, origin="data.pairs")
     judged = [p for p in every if p.winner is not None]
     ties = len(every) - len(judged)
     files = pair_item_files(data)
     origin = "data.pair_items" if data.pair_items else "data.train"
-    refuse_duplicate_ids(files, f"data.pairs joins its pairs to {origin} by id")
     wanted = {i for p in judged for i in (p.id_a, p.id_b)}
     stream = RecordStream(files, skip_invalid=data.skip_invalid, require_labels=False, keep=frozenset(data.keep_fields))
     records = [r for r in stream if r.id in wanted]
     position = {r.id: n for n, r in enumerate(records)}
+    if len(position) < len(records):  # a paired id twice: a second read names both lines (other repeats are the files' own)
+        repeated = {r.id for n, r in enumerate(records) if position[r.id] != n}
+        refuse_duplicate_ids(files, f"data.pairs joins its pairs to {origin} by id", among=repeated)
+        raise DataError(
+            f"{origin}: the paired ids {sorted(repeated)[:3]} appear more than once; ids must be unique where data.pairs joins them"
+        )
     winners, losers, unknown = [], [], 0
     for p in judged:
         missing = [(field, i) for field, i in (("id_a", p.id_a), ("id_b", p.id_b)) if i not in position]

@@ -14,7 +14,7 @@ import json
 import logging
 import re
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -386,11 +386,11 @@ def read_records(
     return records, stream.skipped
 
 
-def refuse_duplicate_ids(paths: Sequence[str | Path], why: str) -> None:
+def refuse_duplicate_ids(paths: Sequence[str | Path], why: str, *, among: Collection[str] | None = None) -> None:
     """Raise :class:`DataError` naming file:line of both records when an id repeats in ``paths``
     (for ids that join two files; a record without an id is named by its location, so never repeats).
-    One pass counts repeats at 8 bytes per record; only when there are some does a second pass
-    locate them."""
+    ``among``: only these ids count (those a join needs). One pass counts repeats at 8 bytes per
+    record; only when there are some does a second pass locate them."""
 
     paths = expand_patterns(paths, DataError)
 
@@ -399,9 +399,11 @@ def refuse_duplicate_ids(paths: Sequence[str | Path], why: str) -> None:
             for where, obj in iter_objects(path):
                 if isinstance(obj, dict):
                     try:
-                        yield record_id(obj, where), where
+                        ident = record_id(obj, where)
                     except DataError:  # the record's own error, raised (or skipped) when it is read
-                        yield where, where
+                        ident = where
+                    if among is None or ident in among:
+                        yield ident, where
 
     counter = IdCounter()
     for ident, _ in located():

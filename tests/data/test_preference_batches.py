@@ -61,13 +61,15 @@ def test_a_pair_naming_an_unknown_id_is_refused_by_line_and_field_or_skipped_and
     assert load_training_pairs(data, encoder).counts() == {"used": 1, "tied": 0, "unknown_ids": 1}
 
 
-def test_repeated_item_ids_and_files_without_a_winner_are_refused(tmp_path, encoder):
+def test_repeated_paired_ids_and_files_without_a_winner_are_refused(tmp_path, encoder):
+    """A paired id twice in the items is refused with both lines; a repeat no pair names is the files'
+    own (training counts such repeats and goes on)."""
     pairs = write_lines(tmp_path / "pairs.jsonl", [{"id_a": "a", "id_b": "b", "winner": "a"}])
-    repeated = items_file(tmp_path, ids=("a", "b", "a"))
-    with pytest.raises(
-        DataError, match=r"id 'a' at .*items.jsonl:3 repeats .*items.jsonl:1.*data.pairs joins its pairs to data.pair_items"
-    ):
+    repeated = items_file(tmp_path, ids=("a", "b", "c", "a", "c"))
+    with pytest.raises(DataError, match=r"id 'a' at .*items.jsonl:4 repeats .*items.jsonl:1: .*joins its pairs to data.pair_items"):
         load_training_pairs(DataConfig(pairs=str(pairs), pair_items=[str(repeated)]), encoder)
+    unpaired = items_file(tmp_path, ids=("a", "b", "c", "c"))
+    assert load_training_pairs(DataConfig(pairs=str(pairs), pair_items=[str(unpaired)]), encoder).counts()["used"] == 1
     tied = write_lines(tmp_path / "tied.jsonl", [{"id_a": "a", "id_b": "b", "winner": None}])
     with pytest.raises(DataError, match=r"tied.jsonl: no pair with a winner to train on \(1 tied, 0 with an unknown id\)"):
         load_training_pairs(DataConfig(pairs=str(tied), train=[str(items_file(tmp_path))]), encoder)  # data.train by default
