@@ -13,7 +13,7 @@ from omnidistill.data.schema import DataError, Record, identifier, label_vector
 from omnidistill.data.sources import iter_objects
 from omnidistill.eval.agreement import mean_rwg, rwg_table
 from omnidistill.eval.metrics import grouped_metrics, regression_metrics
-from omnidistill.eval.preferences import agreement_over
+from omnidistill.eval.preferences import accuracy_text, agreement_over
 from omnidistill.eval.report import gold_arrays
 
 
@@ -80,10 +80,6 @@ def compare_judges(
     return out
 
 
-def _fmt_accuracy(cell: dict) -> str:
-    return "—" if cell["accuracy"] is None else f"{cell['accuracy']:.3f}"
-
-
 def comparison_markdown(comparison: dict) -> str:
     names = list(comparison)
     lines = ["## Judges side by side", "", "| metric | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
@@ -100,7 +96,7 @@ def comparison_markdown(comparison: dict) -> str:
     lines.append("| unscored cells | " + " | ".join(str(comparison[n]["unscored_cells"]) for n in names) + " |")
     if "preferences" in comparison[names[0]]:  # accuracy (pairs) on the pairwise choices, overall
         cells = [comparison[n]["preferences"]["overall"] for n in names]
-        lines.append("| pairwise choices agreed (pairs) | " + " | ".join(f"{_fmt_accuracy(c)} ({c['pairs']})" for c in cells) + " |")
+        lines.append("| pairwise choices agreed (pairs) | " + " | ".join(f"{accuracy_text(c)} ({c['pairs']})" for c in cells) + " |")
     sections = [(label, {n: comparison[n][key] for n in names}) for key, label in (("by_task", "task"), ("by_lang", "language"))]
     for field in comparison[names[0]].get("by_field", {}):
         sections.append((field, {n: comparison[n]["by_field"][field] for n in names}))

@@ -77,12 +77,16 @@ def agreement_over(pairs: list[Preference], records: Sequence[Record], scores: n
     return preference_agreement(pairs, by_id, {r.id: r.task for r in records})
 
 
+def accuracy_text(acc: dict[str, Any]) -> str:
+    """An accuracy of :func:`preference_agreement` to 3 decimals, or a dash where no pair was compared."""
+    return "—" if acc["accuracy"] is None else f"{acc['accuracy']:.3f}"
+
+
 def preference_markdown(agreement: dict[str, Any]) -> str:
     """The agreement as a Markdown table: overall, per dimension and per task."""
 
     def cell(acc: dict[str, Any]) -> str:
-        value = "—" if acc["accuracy"] is None else f"{acc['accuracy']:.3f}"
-        return f"{acc['pairs']} | {value} | {acc['ties']}"
+        return f"{acc['pairs']} | {accuracy_text(acc)} | {acc['ties']}"
 
     lines = ["| | pairs | accuracy | student ties |", "|---|---:|---:|---:|"]
     lines.append(f"| overall (mean of the dimensions) | {cell(agreement['overall'])} |")
