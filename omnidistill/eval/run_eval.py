@@ -111,10 +111,12 @@ def evaluate_run(
         )
     if not records:
         raise ValueError(f"nothing to evaluate: pass --data or set data.{split} (or data.tfds) in the run config")
-    if compare:  # predictions are joined to these items by id: a repeated id would pair the wrong items
-        refuse_duplicate_ids([f for f in files if not str(f).startswith("tfds:")], "eval --compare joins prediction files to them")
-    if preferences is not None:
-        refuse_duplicate_ids([f for f in files if not str(f).startswith("tfds:")], "eval --pairs joins the pairs to them")
+    joins = [  # joined to these items by id: a repeated id would pair the wrong items
+        *(["eval --compare joins prediction files to them"] if compare else []),
+        *(["eval --pairs joins the pairs to them"] if preferences is not None else []),
+    ]
+    if joins:  # one read of the files for both
+        refuse_duplicate_ids([f for f in files if not str(f).startswith("tfds:")], "; ".join(joins))
     others = {name: load_predictions(path, records) for name, path in (compare or {}).items()}  # read before the scoring
     out_dir.mkdir(parents=True, exist_ok=True)  # before the scoring and the bootstrap: a folder that cannot be made fails now
     encoder = RecordEncoder.from_config(tokenizer, cfg.data)
