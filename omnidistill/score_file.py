@@ -241,7 +241,7 @@ def score_file(
     (``means``: a :class:`GroupMeans` over every output line, by task, language and each ``group_by``
     field, which is read as a kept field when it is not the schema's; also written to
     ``OUTPUT.means.json``). With ``pairs`` (a teacher's pairwise preferences,
-    :func:`~omnidistill.eval.preferences.read_preferences`) also ``"pairs"``: the scores' agreement with
+    :func:`~omnidistill.data.preference_file.read_preferences`) also ``"pairs"``: the scores' agreement with
     them over every output line (:func:`~omnidistill.eval.preferences.preference_agreement`), written
     to ``OUTPUT.pairs.json``; only the paired items' scores are kept for it."""
     inputs, output = check_paths(inputs, output, resume, keep_fields, group_by)
