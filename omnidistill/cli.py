@@ -82,8 +82,10 @@ def _eval(args: argparse.Namespace) -> int:
     print(report_markdown(report, f"{args.split}: {report['meta']['items']} items, step {report['meta']['step']}"))
     if compare:
         from omnidistill.eval.compare import comparison_markdown
+        from omnidistill.eval.significance import differences_markdown
 
         print(comparison_markdown(report["comparison"]))
+        print(differences_markdown(report["judge_differences"]))
     print(f"report written to {args.out or args.run_dir + '/eval'}")
     return 0
 

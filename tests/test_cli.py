@@ -134,12 +134,23 @@ def test_eval_writes_json_and_markdown(trained_run, capsys, tmp_path):
     for name in ("test_pred_vs_gold.png", "test_error_by_group.png", "test_histograms.png"):
         assert (run / "eval" / name).read_bytes().startswith(b"\x89PNG\r\n")  # PNG files, whatever the backend
     assert (run / "eval" / "test_compare.md").stat().st_size > 0
+    # the paired tests: on the cells both judges scored (the judge scored clarity only)
+    (diff,) = json.loads((run / "eval" / "test_differences.json").read_text())
+    clarity = report["overall"]["dimensions"]["clarity"]
+    assert (diff["a"], diff["b"], diff["cells"]) == ("student", "llm", clarity["n"])
+    assert diff["pooled"]["mae"]["a"] == pytest.approx(clarity["mae"])
+    judge_mae = json.loads((run / "eval" / "test_compare.json").read_text())["llm"]["overall"]["mae"]
+    assert diff["pooled"]["mae"]["b"] == pytest.approx(judge_mae)
+    assert diff["pooled"]["mae"]["ci"][0] <= diff["pooled"]["mae"]["diff"] <= diff["pooled"]["mae"]["ci"][1]
+    assert diff["dimensions"]["informativeness"]["mae"]["a"] is None  # no common cell: null, not NaN
+    assert diff["dimensions"]["clarity"]["pearson"]["p"] is None  # a constant judge has no r
+    assert "| student − llm | 300 |" in (run / "eval" / "test_compare.md").read_text()
     assert report["agreement"]["annotators"] == 2 and "student_vs_annotator" in report["agreement"]
     assert report["cross_lingual"]["groups"] >= 1
     assert set(report["ci95"]) >= {"mae", "rmse", "pearson", "acc1"}
     assert "pairwise_acc" in report["overall"]["dimensions"]["clarity"]
     out = capsys.readouterr().out
-    assert "MAE" in out and "Judges side by side" in out
+    assert "MAE" in out and "Judges side by side" in out and "Differences between judges" in out
     # ids join the judge's file to the items: an eval file that repeats an id is refused, naming both lines
     lines = (repo_root_of(cfg) / "data" / "sample" / "test.jsonl").read_text().splitlines()
     dup = tmp_path / "dup.jsonl"

@@ -15,7 +15,7 @@ def bootstrap_ci(
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
     values = np.array([stat(rng.integers(0, n_items, n_items)) for _ in range(samples)], np.float64)
-    return _interval(values, level)
+    return percentile_interval(values, level)
 
 
 def resample_counts(n_items: int, samples: int, seed: int = 0, chunk: int = 100):
@@ -32,7 +32,8 @@ def resample_counts(n_items: int, samples: int, seed: int = 0, chunk: int = 100)
         yield np.bincount(flat, minlength=rows * n_items).reshape(rows, n_items).astype(np.float64)
 
 
-def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
+def percentile_interval(values: np.ndarray, level: float) -> tuple[float, float]:
+    """The central ``level`` percentile interval of the finite ``values`` (NaN, NaN if none is)."""
     values = values[np.isfinite(values)]
     if values.size == 0:
         return float("nan"), float("nan")
@@ -40,20 +41,30 @@ def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
     return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
 
 
+HEADLINE_KEYS = ("mae", "rmse", "pearson", "acc1", "mae_dims")
+"""The statistics :func:`headline_intervals` gives an interval for (the report's ``ci95``)."""
+
+
 def headline_intervals(
     pred: np.ndarray, gold: np.ndarray, mask: np.ndarray, *, samples: int = 1000, level: float = 0.95, seed: int = 0
 ) -> dict[str, tuple[float, float]]:
-    """Percentile intervals of pooled MAE, RMSE, Pearson r, Acc@±1 and ``mae_dims`` over item resamples.
+    """Percentile intervals of pooled MAE, RMSE, Pearson r, Acc@±1 and ``mae_dims`` over item resamples."""
+    if len(pred) < 2 or samples <= 0:
+        return {k: (float("nan"), float("nan")) for k in HEADLINE_KEYS}
+    values = resampled_headlines(pred, gold, mask, samples=samples, seed=seed)
+    return {k: percentile_interval(values[k], level) for k in HEADLINE_KEYS}
+
+
+def resampled_headlines(pred: np.ndarray, gold: np.ndarray, mask: np.ndarray, *, samples: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Each headline statistic on each of ``samples`` item resamples ([samples] arrays), and each
+    dimension's MAE (``dim_mae``, [samples, 4]; NaN where a resample has no cell of it).
 
     Vectorised: each resample is a row of item counts, and every statistic is a ratio of count-weighted
     per-item sums (one matrix product per chunk of resamples), equal to recomputing the metric on the
-    resampled items.
+    resampled items. The resamples depend only on the number of items, ``samples`` and ``seed``
+    (:func:`resample_counts`), so two judges' statistics under the same arguments are paired.
     """
     pred, gold, mask = np.asarray(pred, np.float64), np.asarray(gold, np.float64), np.asarray(mask, bool)
-    n = len(pred)
-    keys = ("mae", "rmse", "pearson", "acc1", "mae_dims")
-    if n < 2 or samples <= 0:
-        return {k: (float("nan"), float("nan")) for k in keys}
     m = mask.astype(np.float64)
     err = np.where(mask, pred - gold, 0.0)
     p, g = np.where(mask, pred, 0.0), np.where(mask, gold, 0.0)
@@ -63,8 +74,8 @@ def headline_intervals(
         axis=1,
     )  # fmt: skip
     per_dim = np.concatenate([m, np.abs(err)], axis=1)  # [N, 8]: cells and absolute errors per dimension
-    values = {k: [] for k in keys}
-    for counts in resample_counts(n, samples, seed):
+    values = {k: [] for k in (*HEADLINE_KEYS, "dim_mae")}
+    for counts in resample_counts(len(pred), samples, seed):
         cells, abs_err, sq_err, within, sp, sg, spp, sgg, spg = (counts @ per_item).T
         with np.errstate(invalid="ignore", divide="ignore"):
             values["mae"].append(abs_err / cells)
@@ -74,6 +85,7 @@ def headline_intervals(
             var = (cells * spp - sp**2) * (cells * sgg - sg**2)
             values["pearson"].append(np.where(var > 0, cov / np.sqrt(np.where(var > 0, var, 1.0)), np.nan))
             dims = counts @ per_dim
-            dim_mae = dims[:, 4:] / dims[:, :4]
-            values["mae_dims"].append(np.nanmean(np.where(dims[:, :4] > 0, dim_mae, np.nan), axis=1))
-    return {k: _interval(np.concatenate(v), level) for k, v in values.items()}
+            dim_mae = np.where(dims[:, :4] > 0, dims[:, 4:] / dims[:, :4], np.nan)
+            values["dim_mae"].append(dim_mae)
+            values["mae_dims"].append(np.nanmean(dim_mae, axis=1))
+    return {k: np.concatenate(v) for k, v in values.items()}

@@ -25,7 +25,8 @@ from omnidistill.eval.plots import write_calibration_plot, write_plots
 from omnidistill.eval.predict import checked_compiler_options
 from omnidistill.eval.preferences import agreement_over
 from omnidistill.eval.program import ScoringProgram
-from omnidistill.eval.report import build_report, mean_baseline, train_mean_labels, write_report
+from omnidistill.eval.report import build_report, gold_arrays, mean_baseline, train_mean_labels, write_report
+from omnidistill.eval.significance import differences_markdown, judge_differences
 from omnidistill.eval.uncertainty import uncertainty_report
 from omnidistill.runs.load import load_trained, scoring_dtype
 from omnidistill.storage import files_at_hand
@@ -70,7 +71,8 @@ def evaluate_run(
     pairs: str | Path | None = None,
 ) -> dict:
     """Score ``files`` (default: the run config's ``data.<split>``) and write ``<split>.json/.md`` reports,
-    PNG plots, predictions, and with ``compare`` (name -> prediction file) a side-by-side judge table.
+    PNG plots, predictions, and with ``compare`` (name -> prediction file) a side-by-side judge table and
+    every pair of judges' paired tests (``<split>_differences.json``, :mod:`~omnidistill.eval.significance`).
     ``skip_invalid`` (default: the run's ``data.skip_invalid``) skips malformed records and counts them;
     the report's ``meta`` has the skipped and truncated counts, and the time per 1,000 items (tokenization
     included, every length bucket compiled beforehand), with ``usd_per_hour`` also its price (the
@@ -182,9 +184,12 @@ def evaluate_run(
     if compare:
         judges = {"student": pred, **others}
         comparison = compare_judges(records, judges, group_by=groups, preferences=preferences)
+        differences = judge_differences(*gold_arrays(records), judges, samples=bootstrap_samples)
         (out_dir / f"{split}_compare.json").write_text(strict_json.dumps(comparison, indent=2), encoding="utf-8")
-        (out_dir / f"{split}_compare.md").write_text(comparison_markdown(comparison), encoding="utf-8")
-        report["comparison"] = comparison
+        (out_dir / f"{split}_differences.json").write_text(strict_json.dumps(differences, indent=2), encoding="utf-8")
+        markdown = comparison_markdown(comparison) + "\n" + differences_markdown(differences)
+        (out_dir / f"{split}_compare.md").write_text(markdown, encoding="utf-8")
+        report["comparison"], report["judge_differences"] = comparison, differences
     std = None if level_probs is None else level_std(level_probs)
     with (out_dir / f"{split}_predictions.jsonl").open("w", encoding="utf-8") as f:
         for i, (rec, row) in enumerate(zip(records, pred, strict=True)):
