@@ -378,7 +378,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-tokens", type=at_least(0), metavar="N", help=TOKENS_HELP.format(default="eval.batch_tokens of the run"))
     p.add_argument("--pack-length", type=at_least(0), metavar="N", help=PACK_HELP.format(default="eval.pack_length of the run"))
     p.add_argument(
-        "--bootstrap", type=at_least(0), default=1000, metavar="N", help="bootstrap resamples for 95%% intervals (0 disables; default 1000)"
+        "--bootstrap",
+        type=at_least(0),
+        default=1000,
+        metavar="N",
+        help="bootstrap resamples for 95%% intervals and --compare's paired tests (0 disables; default 1000)",
     )
     p.add_argument(
         "--null",

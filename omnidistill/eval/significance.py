@@ -127,8 +127,9 @@ def _pearson(x: np.ndarray, y: np.ndarray) -> float:
 
 def bootstrap_p(resampled: np.ndarray) -> float:
     """Two-sided p that a difference is 0, from its ``B`` finite resampled values:
-    ``min(1, 2 (min(#{d ≤ 0}, #{d ≥ 0}) + 1) / (B + 1))``. The +1s, a Monte Carlo test's (Davison & Hinkley 1997, ch. 4), keep a
-    finite number of resamples from giving p = 0: the least p that ``B`` resamples can show is 2 / (B + 1)."""
+    ``min(1, 2 (min(#{d ≤ 0}, #{d ≥ 0}) + 1) / (B + 1))``. The +1s, a Monte Carlo test's (Davison &
+    Hinkley 1997, ch. 4), keep a finite number of resamples from giving p = 0: the least p that ``B``
+    resamples can show is 2 / (B + 1)."""
     finite = resampled[np.isfinite(resampled)]
     if finite.size == 0:
         return float("nan")
