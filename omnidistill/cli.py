@@ -142,6 +142,7 @@ def _score(args: argparse.Namespace) -> int:
         keep_fields=args.keep_fields,
         group_by=args.group_by or (),
         pairs=pairs,
+        as_labels=args.as_labels,
     )
     resumed = f" (kept {done['resumed']} already scored, scored {done['scored']})" if args.resume else ""
     skipped = f"; {done['skipped']} invalid skipped" if done["skipped"] else ""
@@ -444,6 +445,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a teacher's pairwise preferences (the output of label --pairwise): how often the scores order each "
         "pair as the judges chose (also in OUTPUT.pairs.json)",
+    )
+    p.add_argument(
+        "--as-labels",
+        action="store_true",
+        help="write the scores as each item's labels (and a level-distribution head's distributions as label_dist): "
+        "OUTPUT is then a training file, to distil this model into another one",
     )
     p.add_argument(
         "--resume", action="store_true", help="continue an interrupted OUTPUT: keep its complete lines (checked by id), score the rest"

@@ -3,7 +3,8 @@ scored, and continue an interrupted output with ``resume``.
 
 Memory stays flat in the input size: records are read one at a time (:class:`RecordStream`), only one
 chunk is held, and the per-group means are running sums. An output line is the input item's fields
-plus ``scores`` (and ``uncertainty`` for a model with level distributions), in input order.
+plus ``scores`` (and ``uncertainty`` for a model with level distributions), in input order; with
+``as_labels``, ``labels`` (and ``label_dist``) instead, a training file for another model.
 ``resume`` keeps every complete line already written, drops a cut last line, checks that the kept
 lines are the input's first items (by id: a record without an id is named by its file and line), and
 scores only the rest; input ids must then be unique.
@@ -43,12 +44,18 @@ OUTPUT_FIELDS = tuple(f.name for f in dataclasses.fields(Record) if f.name not i
 ``dataclasses.asdict`` deep-copies every field and took 30% of scoring a tiny model's file."""
 
 
+def _item(record: Record) -> dict[str, Any]:
+    """The record's fields that are set, without labels, and the user's own (``--keep-fields``) as they were."""
+    item = {k: v for k in OUTPUT_FIELDS if (v := getattr(record, k)) not in (None, (), [])}
+    if record.extra:
+        item.update(record.extra)
+    return item
+
+
 def score_line(record: Record, scores: Sequence[float], uncertainty: Sequence[float] | None = None) -> str:
     """One output line: the record's fields that are set, without labels, plus ``scores`` (and
     ``uncertainty``, the standard deviations of a level-distribution head)."""
-    item = {k: v for k in OUTPUT_FIELDS if (v := getattr(record, k)) not in (None, (), [])}
-    if record.extra:  # the user's own fields (--keep-fields), as they were
-        item.update(record.extra)
+    item = _item(record)
     item["scores"] = dict(zip(DIMENSIONS, map(float, scores), strict=True))
     if uncertainty is not None:
         item["uncertainty"] = dict(zip(DIMENSIONS, map(float, uncertainty), strict=True))
@@ -60,6 +67,27 @@ def score_lines(records: Sequence[Record], scores: np.ndarray, uncertainty: np.n
     rows = scores.tolist()  # Python floats at once, not each number of each row on its own
     stds = [None] * len(rows) if uncertainty is None else uncertainty.tolist()
     return "".join(score_line(r, s, u) for r, s, u in zip(records, rows, stds, strict=True))
+
+
+def label_lines(records: Sequence[Record], scores: np.ndarray, level_probs: np.ndarray | None = None) -> str:
+    """``score --as-labels``: each record's line with the model's scores as its ``labels`` and, for a
+    level-distribution head, its distributions as ``label_dist``, so that the output is a training file
+    for another model (a large student distilled into a small one on unlabelled text). The scores are
+    clipped to [1, 5] and each distribution renormalised in float64, as the schema checks them; a line
+    reads back with the same numbers (within float32 rounding of the distributions)."""
+    rows = np.clip(np.asarray(scores, np.float64), 1.0, 5.0).tolist()
+    dists = [None] * len(rows)
+    if level_probs is not None:
+        probs = np.asarray(level_probs, np.float64)
+        dists = (probs / probs.sum(axis=-1, keepdims=True)).tolist()
+    lines = []
+    for record, row, dist in zip(records, rows, dists, strict=True):
+        item = _item(record)
+        item["labels"] = dict(zip(DIMENSIONS, row, strict=True))
+        if dist is not None:
+            item["label_dist"] = dict(zip(DIMENSIONS, dist, strict=True))
+        lines.append(json.dumps(item, ensure_ascii=False) + "\n")
+    return "".join(lines)
 
 
 @dataclasses.dataclass
@@ -190,10 +218,16 @@ def scorer_file(output: Path) -> Path:
     return output.with_name(output.name + ".scorer.json")
 
 
-def check_same_scorer(output: Path, scorer: Any) -> None:
-    """Refuse to continue ``output`` with another model than the one that wrote it: its lines would mix
-    two models' scores. An output without ``OUTPUT.scorer.json`` (written before it existed) is
-    continued with a warning."""
+def scorer_record(scorer: Any, as_labels: bool) -> dict[str, Any]:
+    """What ``OUTPUT.scorer.json`` holds: the model's source and fingerprint, and ``as_labels`` when the
+    lines hold ``labels`` (``score --as-labels``)."""
+    return {"model": scorer.source, "fingerprint": scorer.fingerprint(), **({"as_labels": True} if as_labels else {})}
+
+
+def check_same_scorer(output: Path, scorer: Any, as_labels: bool = False) -> None:
+    """Refuse to continue ``output`` with another model than the one that wrote it (its lines would mix
+    two models' scores), or with and without ``--as-labels`` (its lines would mix two formats). An
+    output without ``OUTPUT.scorer.json`` (written before it existed) is continued with a warning."""
     path = scorer_file(output)
     if not path.is_file():
         log.warning("%s has no %s: cannot check that %s wrote it", output, path.name, scorer.source)
@@ -204,6 +238,9 @@ def check_same_scorer(output: Path, scorer: Any) -> None:
             f"{output} was scored by {saved.get('model')} ({path.name}), and {scorer.source} is another model "
             "(other parameters or input settings): resume with that model, or score into a new file"
         )
+    if saved.get("as_labels", False) != as_labels:
+        written, asked = ("with", "without") if saved.get("as_labels", False) else ("without", "with")
+        raise ValueError(f"{output} was written {written} --as-labels ({path.name}): resume it {written} --as-labels, not {asked}")
 
 
 def check_paths(
@@ -235,15 +272,18 @@ def score_file(
     keep_fields: Sequence[str] = (),
     group_by: Sequence[str] = (),
     pairs: Sequence[Preference] | None = None,
+    as_labels: bool = False,
 ) -> dict[str, Any]:
     """Score ``inputs`` into ``output`` chunk by chunk (``keep_fields``: fields of the user's own, written
-    back beside the scores); returns ``{"items", "resumed", "scored", "skipped", "truncated", "means"}``
-    (``means``: a :class:`GroupMeans` over every output line, by task, language and each ``group_by``
-    field, which is read as a kept field when it is not the schema's; also written to
-    ``OUTPUT.means.json``). With ``pairs`` (a teacher's pairwise preferences,
-    :func:`~omnidistill.data.preference_file.read_preferences`) also ``"pairs"``: the scores' agreement with
-    them over every output line (:func:`~omnidistill.eval.preferences.preference_agreement`), written
-    to ``OUTPUT.pairs.json``; only the paired items' scores are kept for it."""
+    back beside the scores; ``as_labels``: lines of :func:`label_lines`, a training file).
+
+    Returns ``{"items", "resumed", "scored", "skipped", "truncated", "means"}`` (``means``: a
+    :class:`GroupMeans` over every output line, by task, language and each ``group_by`` field, which is
+    read as a kept field when it is not the schema's; also written to ``OUTPUT.means.json``). With
+    ``pairs`` (a teacher's pairwise preferences, :func:`~omnidistill.data.preference_file.read_preferences`)
+    also ``"pairs"``: the scores' agreement with them over every output line
+    (:func:`~omnidistill.eval.preferences.preference_agreement`), written to ``OUTPUT.pairs.json``;
+    only the paired items' scores are kept for it."""
     inputs, output = check_paths(inputs, output, resume, keep_fields, group_by)
     group_by = check_group_by(group_by, "--group-by")
     paired = PairedScores(preference_ids(list(pairs or ())))
@@ -255,10 +295,11 @@ def score_file(
     if joins:  # one read of the input for both
         refuse_duplicate_ids(inputs, "; ".join(joins))
     if resuming:
-        check_same_scorer(output, scorer)
+        check_same_scorer(output, scorer, as_labels)
         drop_cut_line(output)
     else:
-        atomic_write_text(scorer_file(output), json.dumps({"model": scorer.source, "fingerprint": scorer.fingerprint()}, indent=2))
+        atomic_write_text(scorer_file(output), json.dumps(scorer_record(scorer, as_labels), indent=2))
+    field = "labels" if as_labels else "scores"
     stream = RecordStream(list(inputs), skip_invalid=skip_invalid, require_labels=False, keep=fields_to_read(keep_fields, group_by))
     records = iter(stream)
     means = GroupMeans(ALWAYS_GROUPED + group_by)
@@ -268,9 +309,9 @@ def score_file(
             for kept, line in enumerate(f, start=1):
                 try:
                     item = json.loads(line)
-                    want, scores = str(item["id"]), np.array([item["scores"][d] for d in DIMENSIONS], np.float64)
+                    want, scores = str(item["id"]), np.array([item[field][d] for d in DIMENSIONS], np.float64)
                 except (json.JSONDecodeError, KeyError, TypeError):
-                    raise DataError(f"{output}:{kept}: not an output line of omnidistill score (JSON with id and scores)") from None
+                    raise DataError(f"{output}:{kept}: not an output line of omnidistill score (JSON with id and {field})") from None
                 record = next(records, None)
                 if record is None:
                     raise DataError(f"{output}:{kept}: the output has more lines than the input has items")
@@ -290,8 +331,11 @@ def score_file(
             for batch, encoded in encoded_input:
                 predicted = scorer.predict(batch, encoded=encoded)
                 truncated += predicted.truncated
-                scores, std = predicted.scores, predicted.uncertainty
-                f.write(score_lines(batch, scores, std))
+                scores = predicted.scores
+                if as_labels:
+                    f.write(label_lines(batch, scores, predicted.level_probs))
+                else:
+                    f.write(score_lines(batch, scores, predicted.uncertainty))
                 f.flush()
                 os.fsync(f.fileno())
                 means.add_chunk(batch, scores)

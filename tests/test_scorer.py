@@ -167,6 +167,30 @@ def test_score_cli_jsonl_and_csv(run_and_export, repo_root, tmp_path, capsys):
     assert (tmp_path / "gz.jsonl").read_text() == (tmp_path / "csv.jsonl").read_text()
 
 
+def test_score_as_labels_writes_the_scores_as_a_training_files_labels(run_and_export, repo_root, tmp_path):
+    """A sigmoid head's ``--as-labels`` output: the scores ``score`` writes, as ``labels`` that the
+    training reader takes (no ``label_dist``: the head has no distribution); resuming it without the
+    flag is refused by name."""
+    from omnidistill.data.sources import read_records
+
+    _, hf = run_and_export
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join((repo_root / "data" / "sample" / "test.jsonl").read_text().splitlines(keepends=True)[:40]))
+    plain, labelled = tmp_path / "scores.jsonl", tmp_path / "labels.jsonl"
+    assert main(["score", "--model", str(hf), "--input", str(items), "--output", str(plain)]) == 0
+    assert main(["score", "--model", str(hf), "--input", str(items), "--output", str(labelled), "--as-labels"]) == 0
+    scores = [json.loads(line)["scores"] for line in plain.read_text().splitlines()]
+    records, skipped = read_records([str(labelled)])
+    assert skipped == 0 and [dict(zip(DIMENSIONS, r.labels, strict=True)) for r in records] == scores
+    assert all(not r.label_dist and not r.annotations for r in records)
+    assert json.loads((tmp_path / "labels.jsonl.scorer.json").read_text())["as_labels"] is True
+    labelled.write_text(labelled.read_text().splitlines(keepends=True)[0])
+    from omnidistill.score_file import score_file
+
+    with pytest.raises(ValueError, match=r"written with --as-labels .*: resume it with --as-labels, not without"):
+        score_file(Scorer.load(hf), [items], labelled, resume=True)
+
+
 def test_score_cli_malformed_input_names_the_line(run_and_export, tmp_path, capsys):
     """The error is a line of its own: the progress bar is closed first (it was printed after the bar)."""
     bad = tmp_path / "bad.jsonl"

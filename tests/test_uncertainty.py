@@ -99,6 +99,33 @@ def test_score_writes_the_uncertainty(soft_run, repo_root, tmp_path):
     assert "label_dist" not in lines[0] and "labels" not in lines[0]
 
 
+def test_score_as_labels_writes_a_training_file_of_the_models_distributions(soft_run, repo_root, tmp_path):
+    """``score --as-labels``: the training reader takes the output, its ``label_dist`` is the exported
+    model's softmax as plain transformers computes it and its ``labels`` that distribution's means; a
+    new student trains on it with the distribution loss; a resume without the flag is refused."""
+    _, folder = soft_run
+    out = tmp_path / "pseudo.jsonl"
+    dev = repo_root / "data" / "sample" / "dev.jsonl"
+    assert main(["score", "--model", str(folder), "--input", str(dev), "--output", str(out), "--as-labels"]) == 0
+    records, _ = read_records([str(dev)])
+    pseudo, skipped = read_records([str(out)])  # the schema's checks: labels in [1, 5], distributions summing to 1
+    assert skipped == 0 and [r.id for r in pseudo] == [r.id for r in records]
+    assert all(a.candidate == b.candidate and a.question == b.question and a.task == b.task for a, b in zip(pseudo, records, strict=True))
+    scorer = Scorer.load(folder)
+    probs = transformers_levels(folder, [scorer.encoder.text(r) for r in records], scorer.max_length)
+    np.testing.assert_allclose(np.array([r.label_dist for r in pseudo]), probs, atol=1e-5)
+    np.testing.assert_allclose(np.array([r.labels for r in pseudo]), std_of(probs)[1], atol=1e-5)
+    assert not pseudo[0].annotations  # the humans' ratings are not the model's labels
+    # the consumer: a new student trains on the model's distributions
+    student = tmp_path / "student"
+    overrides = ("train.max_steps=2", "train.eval_every_steps=2", "data.length_buckets=[192]", "eval.length_step=192")
+    args = tiny_run_args(repo_root, student, *SOFT[4:], *overrides)
+    assert main([*args, f"data.train=[{out}]"]) == 0
+    assert json.loads((student / "best_metrics.json").read_text())["step"] == 2
+    out.write_text(out.read_text().splitlines(keepends=True)[0])  # as if cut after one line
+    assert main(["score", "--model", str(folder), "--input", str(dev), "--output", str(out), "--resume"]) == 2
+
+
 def test_eval_reports_nll_calibration_and_spearman_as_scipy_computes_them(soft_run, repo_root, tmp_path):
     from scipy import stats
 
