@@ -490,10 +490,11 @@ def _within_a_deviation(best: dict[str, Any], seeded: list[dict[str, Any]]) -> l
     return out
 
 
-def summary_markdown(rows: list[dict[str, Any]]) -> str:
+def summary_markdown(rows: list[dict[str, Any]], seeded: list[dict[str, Any]] | None = None) -> str:
     """The sweep's table: with seeds, the mean ± standard deviation over each run's seeds first, then
-    every seed's row; then the run with the best dev MAE (:func:`best_run`)."""
-    seeded = seed_summary(rows)
+    every seed's row; then the run with the best dev MAE (:func:`best_run`). ``seeded``:
+    :func:`seed_summary` of ``rows``, when the caller has it."""
+    seeded = seed_summary(rows) if seeded is None else seeded
     if seeded:
         table = f"Mean ± sample standard deviation over seeds:\n\n{seed_markdown(seeded)}\nEach seed:\n\n{run_markdown(rows)}"
     else:
@@ -520,4 +521,4 @@ def write_summary(out: Path, rows: list[dict[str, Any]]) -> None:
     seeded = seed_summary(rows)
     if seeded:
         atomic_write_text(out / "summary_seeds.json", strict_json.dumps(seeded, indent=2))
-    atomic_write_text(out / "summary.md", summary_markdown(rows))
+    atomic_write_text(out / "summary.md", summary_markdown(rows, seeded))
