@@ -150,13 +150,13 @@ def differences_markdown(differences: list[dict], level: float = 0.95) -> str:
     """The pairs' pooled differences, then each dimension's, as Markdown tables."""
     if not differences:
         return ""
-    pct = f"{round(level * 100)}%"
+    samples = differences[0]["bootstrap_samples"]
+    boot = f"{round(level * 100)}% intervals and p from a paired bootstrap over items ({samples} resamples)" if samples else "no bootstrap"
     lines = [
         "## Differences between judges",
         "",
-        f"On the cells both judges scored; {pct} intervals and p from a paired bootstrap over items "
-        f"({differences[0]['bootstrap_samples']} resamples); Williams' p (two-sided) compares the two judges' "
-        "Pearson r with the gold, which share it.",
+        f"On the cells both judges scored; {boot}; Williams' p (two-sided) compares the two judges' Pearson r with the gold, "
+        "which share it.",
         "",
         "| a − b | items | MAE a | MAE b | ΔMAE [interval] | p | Pearson a | Pearson b | Δr [interval] | p |",
         "|---|---:|---:|---:|---|---:|---:|---:|---|---:|",

@@ -114,3 +114,4 @@ def test_without_resamples_only_the_values_and_williams():
     diff = paired_difference(gold, np.ones_like(gold, bool), "a", gold + 0.5, "b", gold, samples=0)
     assert diff["pooled"]["mae"]["diff"] == pytest.approx(0.5)
     assert all(math.isnan(v) for v in (*diff["pooled"]["mae"]["ci"], diff["pooled"]["mae"]["p"]))
+    assert "no bootstrap; Williams' p" in differences_markdown([diff])
