@@ -411,7 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--compare",
         action="append",
         metavar="NAME=FILE",
-        help="another judge's predictions (JSONL with id + pred or labels), shown side by side with the student; repeatable",
+        help="another judge, shown side by side with the student and tested against it: a predictions file (JSONL, CSV or "
+        "Parquet with id + pred or labels) or a run directory, whose best checkpoint scores the same items; repeatable",
     )
     p.add_argument(
         "--pairs",

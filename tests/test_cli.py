@@ -274,6 +274,26 @@ def test_a_bad_compare_file_fails_before_the_scoring(trained_tiny, repo_root, tm
     assert "judge.jsonl: no prediction for 299 item(s)" in capsys.readouterr().err
 
 
+def test_eval_compares_with_another_run_that_scores_the_items_itself(trained_tiny, repo_root, tmp_path, capsys):
+    """``--compare NAME=RUN_DIR``: that run's best checkpoint scores the items. The evaluated run given as
+    a judge, once as a folder and once as its own predictions file, is the same judge as the student; a
+    folder that is no run directory is refused before any scoring, with the command that makes it one."""
+    data = tmp_path / "items.jsonl"
+    data.write_text("".join((repo_root / "data" / "sample" / "test.jsonl").read_text().splitlines(keepends=True)[:60]))
+    args = ["eval", str(trained_tiny), "--data", str(data), "--no-plots", "--bootstrap", "0"]
+    assert main([*args, "--out", str(tmp_path / "first")]) == 0
+    predictions = tmp_path / "first" / "test_predictions.jsonl"
+    assert main([*args, "--out", str(tmp_path / "e"), "--compare", f"file={predictions}", "--compare", f"run={trained_tiny}"]) == 0
+    differences = json.loads((tmp_path / "e" / "test_differences.json").read_text())
+    assert [(d["a"], d["b"]) for d in differences] == [("student", "file"), ("student", "run"), ("file", "run")]
+    for d in differences:
+        assert d["cells"] == 240 and d["pooled"]["mae"]["diff"] == pytest.approx(0, abs=1e-6)
+    capsys.readouterr()
+    (tmp_path / "folder").mkdir()
+    assert main([*args, "--out", str(tmp_path / "e2"), "--compare", f"x={tmp_path / 'folder'}"]) == 2
+    assert f"omnidistill import {tmp_path / 'folder'} RUN_DIR" in capsys.readouterr().err
+
+
 def test_missing_training_data_is_refused_before_the_model_is_loaded(repo_root, tmp_path, capsys, monkeypatch):
     """A config for a Hub backbone (configs/mbert.yaml) downloaded the model, then stopped at
     ``data/omniscore/train.jsonl: file not found``."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 
 from omnidistill import strict_json
 from omnidistill.data.level_dist import level_std
@@ -45,6 +46,46 @@ def train_mean_baseline(cfg: Any, records: list, model_mae: float) -> dict | Non
     except ValueError as err:
         log.warning("%s", err)
         return None
+
+
+def run_program(
+    cfg: Any, graphdef: Any, params: Any, *, batch_size: int | None, batch_tokens: int | None, pack_length: int | None, options: Any
+) -> ScoringProgram:
+    """The scoring program of a trained run under its ``eval`` settings, with ``batch_size``,
+    ``batch_tokens`` and ``pack_length`` over them where given (``batch_size`` alone: batches of items)."""
+    tokens = (0 if batch_size else cfg.eval.batch_tokens) if batch_tokens is None else batch_tokens
+    return ScoringProgram.build(
+        graphdef,
+        params,
+        max_length=cfg.data.max_length,
+        batch_size=batch_size or cfg.eval.batch_size,
+        length_step=cfg.eval.length_step,
+        pack_length=cfg.eval.pack_length if pack_length is None else pack_length,
+        batch_tokens=tokens,
+        compiler_options=options,
+    )
+
+
+def judge_scores(
+    path: str | Path, records: list, *, compute_dtype: str | None = None, compiler_options: Mapping[str, Any] | None = None
+) -> np.ndarray:
+    """[N, 4] scores of one ``eval --compare`` judge on ``records``: read from a prediction file
+    (:func:`load_predictions`), or, for a run directory, its best checkpoint scoring them here with its
+    own tokenizer and input settings (its ``eval`` settings; ``compute_dtype`` and ``compiler_options``
+    over them as for the evaluated run)."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return load_predictions(path, records)
+    if not (folder / "config.yaml").is_file():
+        raise ValueError(
+            f"--compare {path}: a folder but not a run directory (no config.yaml); an exported or Hub model becomes one "
+            f"with `omnidistill import {path} RUN_DIR`"
+        )
+    cfg, graphdef, params, tokenizer, _ = load_trained(folder, "best", compute_dtype)
+    options = checked_compiler_options({**cfg.eval.compiler_options, **(compiler_options or {})}, "eval.compiler_options")
+    encoder = RecordEncoder.from_config(tokenizer, cfg.data)
+    program = run_program(cfg, graphdef, params, batch_size=None, batch_tokens=None, pack_length=None, options=options)
+    return program.predict(encoder.encode_inputs(records).ids, pad_id=encoder.pad_id)[0].astype(np.float64)
 
 
 def evaluate_run(
@@ -119,7 +160,10 @@ def evaluate_run(
     ]
     if joins:  # one read of the files for both
         refuse_duplicate_ids([f for f in files if not str(f).startswith("tfds:")], "; ".join(joins))
-    others = {name: load_predictions(path, records) for name, path in (compare or {}).items()}  # read before the scoring
+    others = {  # read (or scored) before the evaluated run's scoring: a bad judge costs no pass
+        name: judge_scores(path, records, compute_dtype=compute_dtype, compiler_options=compiler_options)
+        for name, path in (compare or {}).items()
+    }
     out_dir.mkdir(parents=True, exist_ok=True)  # before the scoring and the bootstrap: a folder that cannot be made fails now
     encoder = RecordEncoder.from_config(tokenizer, cfg.data)
     start = time.perf_counter()
@@ -134,17 +178,7 @@ def evaluate_run(
             cfg.data.max_length,
             cfg.data.truncation,
         )
-    tokens = (0 if batch_size else cfg.eval.batch_tokens) if batch_tokens is None else batch_tokens
-    program = ScoringProgram.build(
-        graphdef,
-        params,
-        max_length=cfg.data.max_length,
-        batch_size=batch_size or cfg.eval.batch_size,
-        length_step=cfg.eval.length_step,
-        pack_length=cfg.eval.pack_length if pack_length is None else pack_length,
-        batch_tokens=tokens,
-        compiler_options=options,
-    )
+    program = run_program(cfg, graphdef, params, batch_size=batch_size, batch_tokens=batch_tokens, pack_length=pack_length, options=options)
     program.warm_up(encoded.full_lengths)
     start = time.perf_counter()
     pred, level_probs = program.predict(encoded.ids, pad_id=encoder.pad_id)
