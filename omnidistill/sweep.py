@@ -438,7 +438,33 @@ def seed_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             values = [r[key] for r in seeded if r.get(key) is not None and math.isfinite(r[key])]
             row[key] = {"mean": statistics.fmean(values) if values else None, "sd": statistics.stdev(values) if len(values) > 1 else None}
         out.append(row)
+    best = best_run(rows, out)
+    for row in out if best is not None else ():
+        if row["run"] != best["run"]:
+            keys = [key for key in ("dev_mae", "test_mae") if key in row]
+            row["vs_best"] = {key: paired_by_seed(members[row["run"]], members[best["run"]], key) for key in keys}
     return out
+
+
+def paired_by_seed(runs: list[dict[str, Any]], best: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """One run's seeds against the best run's on ``key``, paired by seed (a seed draws the same data order
+    and the same initial weights for what the two runs share, so the pairs' differences vary less than
+    either run): the seeds both have a value for, the mean difference (this run − the best) and the
+    two-sided p of a paired t-test on them (Student 1908; ``scipy.stats.ttest_rel``; None under two
+    seeds, or when the differences do not vary)."""
+    from scipy import stats
+
+    theirs = {r["seed"]: r.get(key) for r in best}
+    pairs = [(r[key], theirs[r["seed"]]) for r in runs if _finite(r.get(key)) and _finite(theirs.get(r["seed"]))]
+    diffs = [a - b for a, b in pairs]
+    p = None
+    if len(diffs) > 1 and statistics.pstdev(diffs) > 0:
+        p = float(stats.ttest_rel([a for a, _ in pairs], [b for _, b in pairs]).pvalue)
+    return {"seeds": len(diffs), "diff": statistics.fmean(diffs) if diffs else None, "p": p}
+
+
+def _finite(value: Any) -> bool:
+    return value is not None and math.isfinite(value)
 
 
 def _spread(cell: dict[str, float | None], digits: int) -> str:
@@ -475,6 +501,10 @@ def _best_line(rows: list[dict[str, Any]], seeded: list[dict[str, Any]]) -> str:
     close = _within_a_deviation(best, seeded)
     if close:
         line += f". Within a standard deviation of it: {', '.join(close)}"
+    tested = [(r["run"], r["vs_best"]["dev_mae"]) for r in seeded if r.get("vs_best", {}).get("dev_mae", {}).get("p") is not None]
+    if tested:
+        line += ". Paired by seed against it (dev MAE, t-test): "
+        line += ", ".join(f"{run} {t['diff']:+.4f} (p {t['p']:.3f})" for run, t in tested)
     return line + "\n"
 
 

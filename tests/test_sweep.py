@@ -370,9 +370,29 @@ def test_the_best_line_names_the_runs_the_seeds_do_not_tell_apart_from_the_best(
     a, b = np.array(maes["a"]), np.array(maes["b"])
     assert b.mean() - a.mean() <= max(a.std(ddof=1), b.std(ddof=1))  # b is within a's spread; c is not
     line = summary_markdown(rows).splitlines()[-1]
-    assert (
-        line == f"Best mean dev MAE over seeds: **a** (dev MAE {a.mean():.4f} ± {a.std(ddof=1):.4f}). Within a standard deviation of it: b"
-    )
+    best = f"Best mean dev MAE over seeds: **a** (dev MAE {a.mean():.4f} ± {a.std(ddof=1):.4f}). Within a standard deviation of it: b"
+    assert line.startswith(best + ". Paired by seed against it (dev MAE, t-test): b +0.0100 (p ")
+
+
+def test_runs_are_tested_against_the_best_paired_by_seed():
+    """The paired t-test over seeds against R's example of ``t.test(extra ~ group, data = sleep, paired =
+    TRUE)`` (Student's sleep data, 10 patients as 10 seeds): t = -4.0621, df = 9, p-value = 0.002833."""
+    from omnidistill.sweep import seed_summary
+
+    drug1 = [0.7, -1.6, -0.2, -1.2, -0.1, 3.4, 3.7, 0.8, 0.0, 2.0]
+    drug2 = [1.9, 0.8, 1.1, 0.1, -0.1, 4.4, 5.5, 1.6, 4.6, 3.4]
+    rows = [
+        {"run": f"{run}_s{seed}", "sweep_run": run, "seed": seed, "overrides": [], "dev_mae": value + 10, "steps": 1, "wall_s": 1.0}
+        for run, values in (("one", drug1), ("two", drug2))
+        for seed, value in enumerate(values)
+    ]
+    summary = {r["run"]: r for r in seed_summary(rows)}
+    assert "vs_best" not in summary["one"]  # the best (the lower mean dev MAE)
+    test = summary["two"]["vs_best"]["dev_mae"]
+    assert test["seeds"] == 10 and test["diff"] == pytest.approx(1.58) and test["p"] == pytest.approx(0.002833, abs=5e-7)
+    rows[-1]["dev_mae"] = float("nan")  # a seed without a value is left out of the pairs
+    short = {r["run"]: r for r in seed_summary(rows)}["two"]["vs_best"]["dev_mae"]
+    assert short["seeds"] == 9 and short["p"] > 0.002833
 
 
 def test_test_pairs_adds_the_agreement_with_the_judges_pairwise_choices(tmp_path, repo_root, monkeypatch, capsys):
