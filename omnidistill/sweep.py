@@ -447,11 +447,11 @@ def seed_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def paired_by_seed(runs: list[dict[str, Any]], best: list[dict[str, Any]], key: str) -> dict[str, Any]:
-    """One run's seeds against the best run's on ``key``, paired by seed (a seed draws the same data order
-    and the same initial weights for what the two runs share, so the pairs' differences vary less than
-    either run): the seeds both have a value for, the mean difference (this run − the best) and the
-    two-sided p of a paired t-test on them (Student 1908; ``scipy.stats.ttest_rel``; None under two
-    seeds, or when the differences do not vary)."""
+    """One run's seeds against the best run's on ``key``, paired by seed (between runs that differ in a
+    learning rate or a loss, a seed draws the same data order and initial weights, so the pairs'
+    differences vary less than either run): the seeds both have a value for, the mean difference (this
+    run − the best) and the two-sided p of a paired t-test on them (Student 1908;
+    ``scipy.stats.ttest_rel``; None under two seeds, or when the differences do not vary)."""
     from scipy import stats
 
     theirs = {r["seed"]: r.get(key) for r in best}
