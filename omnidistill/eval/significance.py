@@ -29,6 +29,7 @@ from scipy import stats
 
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.bootstrap import percentile_interval, resampled_headlines
+from omnidistill.eval.correlation import pearson
 
 BOOTSTRAPPED = ("mae", "pearson")
 """Pooled statistics whose paired difference is bootstrapped (besides each dimension's MAE)."""
@@ -106,7 +107,7 @@ def paired_difference(
             (ra["dim_mae"][:, d] - rb["dim_mae"][:, d]) if boot else None,
             level,
         )
-        r_a, r_b, r_ab = _pearson(ga, aa), _pearson(ga, ba), _pearson(aa, ba)
+        r_a, r_b, r_ab = pearson(ga, aa), pearson(ga, ba), pearson(aa, ba)
         t, p = williams_test(r_a, r_b, r_ab, int(on.sum()))
         dims[name] = {"mae": mae, "pearson": {"r_a": r_a, "r_b": r_b, "r_ab": r_ab, "items": int(on.sum()), "t": t, "p": p}}
     out["dimensions"] = dims
@@ -116,13 +117,7 @@ def paired_difference(
 def _pooled(key: str, pred: np.ndarray, gold: np.ndarray) -> float:
     if pred.size == 0:
         return float("nan")
-    return float(np.mean(np.abs(pred - gold))) if key == "mae" else _pearson(gold, pred)
-
-
-def _pearson(x: np.ndarray, y: np.ndarray) -> float:
-    if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return float("nan")
-    return float(np.corrcoef(x, y)[0, 1])
+    return float(np.mean(np.abs(pred - gold))) if key == "mae" else pearson(gold, pred)
 
 
 def bootstrap_p(resampled: np.ndarray) -> float:
