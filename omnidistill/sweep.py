@@ -435,7 +435,7 @@ def seed_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for name, seeded in members.items():
         row = {"run": name, "overrides": seeded[0]["overrides"], "seeds": [r["seed"] for r in seeded]}
         for key, _, _ in _columns(seeded):
-            values = [r[key] for r in seeded if r.get(key) is not None and math.isfinite(r[key])]
+            values = [r[key] for r in seeded if _finite(r.get(key))]
             row[key] = {"mean": statistics.fmean(values) if values else None, "sd": statistics.stdev(values) if len(values) > 1 else None}
         out.append(row)
     best = best_run(rows, out)
@@ -486,7 +486,7 @@ def best_run(rows: list[dict[str, Any]], seeded: list[dict[str, Any]]) -> dict[s
     """The row with the lowest dev MAE, or with seeds (``seeded``: :func:`seed_summary` of ``rows``) the
     run with the lowest mean over its seeds; the first of equals, and None unless two or more have one."""
     mae = (lambda r: r["dev_mae"]["mean"]) if seeded else (lambda r: r.get("dev_mae"))
-    scored = [r for r in (seeded or rows) if mae(r) is not None and math.isfinite(mae(r))]
+    scored = [r for r in (seeded or rows) if _finite(mae(r))]
     return min(scored, key=mae) if len(scored) > 1 else None
 
 
@@ -515,7 +515,7 @@ def _within_a_deviation(best: dict[str, Any], seeded: list[dict[str, Any]]) -> l
     for row in seeded:
         mean, sd = row["dev_mae"]["mean"], row["dev_mae"]["sd"]
         spread = max(sd or 0.0, best["dev_mae"]["sd"] or 0.0)
-        if row["run"] != best["run"] and mean is not None and math.isfinite(mean) and mean - best["dev_mae"]["mean"] <= spread:
+        if row["run"] != best["run"] and _finite(mean) and mean - best["dev_mae"]["mean"] <= spread:
             out.append(row["run"])
     return out
 
