@@ -65,15 +65,21 @@ def preference_margins(model: Any, batch: Batch, rng: jax.Array | None) -> jax.A
     return overall[:, 0] - overall[:, 1]
 
 
+def pair_scale_of(loss_cfg: LossConfig, cells: jax.Array, pairs: int) -> jax.Array:
+    """What the pairs' Bradley-Terry sum is multiplied by in the loss sum: ``loss.pair_weight * cells /
+    pairs``, so that after the step's one division by the cells the pairs' term is ``pair_weight``
+    times their mean (at least one cell, as the division takes)."""
+    return loss_cfg.pair_weight * jnp.maximum(cells, 1) / pairs
+
+
 def make_loss_fn(graphdef: nnx.GraphDef, loss_cfg: LossConfig) -> Callable:
     """(params, batch, rng, pair_scale=None) -> (loss sum, aux); plain or packed batches.
 
     aux: ``cells`` (the count the step divides by), ``abs_err`` (summed over the labelled cells) and,
     with preference pairs in the batch, ``pair_loss`` (the Bradley-Terry sum) and ``pair_agree`` (pairs
     the student orders as the judge chose). The pair sum enters the loss times ``pair_scale``, which the
-    train step sets to ``loss.pair_weight * cells / pairs`` of the whole batch, so that after its one
-    division by the cells the pairs' term is ``pair_weight`` times their mean, also over micro-batches;
-    None takes this call's own cells and pairs."""
+    train step sets to :func:`pair_scale_of` the whole batch, so that the pairs' term is ``pair_weight``
+    times their mean also over micro-batches; None takes this call's own cells and pairs."""
 
     def loss_fn(params: Any, batch: Batch, rng: jax.Array | None, pair_scale: jax.Array | None = None):
         model = nnx.merge(graphdef, params)
@@ -100,7 +106,7 @@ def make_loss_fn(graphdef: nnx.GraphDef, loss_cfg: LossConfig) -> Callable:
             margins = preference_margins(model, batch, None if rng is None else jax.random.fold_in(rng, PAIR_STREAM))
             pair_sum = bradley_terry(margins)
             if pair_scale is None:
-                pair_scale = loss_cfg.pair_weight * jnp.maximum(count, 1) / margins.shape[0]
+                pair_scale = pair_scale_of(loss_cfg, count, margins.shape[0])
             total = total + pair_scale * pair_sum
             aux.update(pair_loss=pair_sum, pair_agree=jnp.sum(margins > 0))
         return total, aux
@@ -179,7 +185,7 @@ def make_train_step(
         pair_scale = None
         if "pair_input_ids" in batch:
             pairs = batch["pair_input_ids"].shape[0]
-            pair_scale = loss_cfg.pair_weight * jnp.maximum(batch_cells(graphdef, state.params, batch, loss_cfg), 1) / pairs
+            pair_scale = pair_scale_of(loss_cfg, batch_cells(graphdef, state.params, batch, loss_cfg), pairs)
         if grad_accum == 1:
             (total, aux), grads = grad_fn(state.params, batch, rng, pair_scale)
         else:
