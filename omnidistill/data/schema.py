@@ -61,6 +61,7 @@ class Record:
 
 
 DIMENSION_LIST = f"the dimensions: {', '.join(DIMENSIONS)}"
+_DIMENSION_SET = frozenset(DIMENSIONS)
 
 
 def label_vector(obj: Any, where: str, field: str) -> tuple[float | None, ...]:
@@ -68,14 +69,17 @@ def label_vector(obj: Any, where: str, field: str) -> tuple[float | None, ...]:
     missing); anything else is a :class:`DataError` naming ``where`` and the field."""
     if not isinstance(obj, dict):
         raise DataError(f"{where}: {field} must be an object with keys {', '.join(DIMENSIONS)}")
-    unknown = set(obj) - set(DIMENSIONS)
-    if unknown:
+    if not obj.keys() <= _DIMENSION_SET:
+        unknown = obj.keys() - _DIMENSION_SET
         raise DataError(f"{where}: {field} has unknown dimension(s) {', '.join(sorted(unknown))} ({DIMENSION_LIST})")
     values = []
     for dim in DIMENSIONS:
         value = obj.get(dim)
         if value is None:
             values.append(None)
+            continue
+        if type(value) is float and SCORE_MIN <= value <= SCORE_MAX:  # a decoded JSON label, as it usually is (NaN fails)
+            values.append(value)
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
             raise DataError(f"{where}: {field}.{dim} must be a number in [1, 5], got {value!r}")
@@ -215,8 +219,7 @@ def validate_record(obj: Any, where: str, *, require_labels: bool = True, keep: 
     the fields named in ``keep`` (outside the schema) go to its ``extra`` as they are."""
     if not isinstance(obj, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    unknown = set(obj) - KNOWN_FIELDS - keep
-    if unknown:
+    if not obj.keys() <= KNOWN_FIELDS and (unknown := obj.keys() - KNOWN_FIELDS - keep):
         raise unknown_fields_error(unknown, where)
     candidate = obj.get("candidate")
     if candidate is not None and not isinstance(candidate, str):
@@ -255,5 +258,5 @@ def validate_record(obj: Any, where: str, *, require_labels: bool = True, keep: 
         annotations=annotations,
         group_id=identifier(obj, "group_id", where),
         label_dist=label_dist,
-        extra={name: obj[name] for name in sorted(keep) if name in obj} or None,
+        extra=({name: obj[name] for name in sorted(keep) if name in obj} or None) if keep else None,
     )
