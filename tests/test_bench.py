@@ -315,6 +315,8 @@ def test_bench_score_varlen_batches_as_the_scorer_does(repo_root, tmp_path, monk
     pass_ms = 1e3 * row["items"] * row["s_per_1000"] / 1000
     assert set(mix["idle"]) == {"long_gaps", "ms_in_long_gaps", "ms_in_short_gaps"}  # idle_gaps, pinned on its own below
     assert 0 < row["enqueue_ms_per_pass"] <= 2 * pass_ms  # the host's share of a pass (rounding aside, at most all of it)
+    # one call's dispatch with the device idle: a share of the pass's calls' time, not the whole pass
+    assert 0 < row["dispatch_ms_per_call"] * len(varlen_batches(lengths[:40], 16, 512, 32)) <= 2 * pass_ms
 
 
 def test_bench_score_varlen_packed_batches_are_the_scorers(repo_root):

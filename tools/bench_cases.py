@@ -447,10 +447,13 @@ def bench_score_varlen(
     ``eval.pack_length`` packs them; with ``batch_tokens``, batches of that many real tokens and the
     layers unpadded, as ``eval.batch_tokens`` makes them, ``batch`` then unused). Every shape is
     compiled before timing; one pass over all items is timed ``steps`` times, and the host's time to
-    dispatch a pass (``enqueue_ms_per_pass``, the best of the timed passes: near the pass's own time when
-    the device waits for the host), and the sum of the last pass's scores (``scores_sum``: variants of
-    one case that compute the same scores give the same sum, up to rounding). ``compiler_options``: XLA options for the scoring program
-    (``eval.compiler_options``). ``profile``: a folder for a
+    enqueue a pass (``enqueue_ms_per_pass``, the best of the timed passes). That is not the host's own
+    cost when the device is the slower side: the runtime lets only a few runs queue ahead, so the
+    enqueueing then waits for the device (the twelfth lease: 0.72–0.81 of the device's time with 40 runs
+    queued, docs/benchmarks.md). ``dispatch_ms_per_call`` is that cost: the median over the pass's batches
+    of one call's dispatch with the device idle. ``scores_sum`` is the sum of the last pass's scores:
+    variants of one case that compute the same scores give the same sum, up to rounding.
+    ``compiler_options``: XLA options for the scoring program (``eval.compiler_options``). ``profile``: a folder for a
     ``jax.profiler`` trace of one more pass, whose op mix over every shape's program joins the result
     (with ``device_busy``, the share of the pass's wall time the device spent in its ops).
 
@@ -501,8 +504,9 @@ def bench_score_varlen(
         outs = one_pass()
         enqueued.append(time.perf_counter() - begin)
         jax.block_until_ready(outs)
-    checksum = float(sum(np.asarray(o, np.float64).sum() for o in outs))
     dt = (time.perf_counter() - start) / steps
+    checksum = float(sum(np.asarray(o, np.float64).sum() for o in outs))
+    dispatch = [] if scorer_loop else [_dispatch_seconds(predict, params, b) for b in placed]
     mix = {"op_mix": _profiled_pass(case_trace_dir(profile, name), predict, params, batches, one_pass)} if profile else {}
     items, real_tokens = len(lengths), sum(min(n, max_length) for n in lengths)
     padded = sum(b["attention_mask"].size for b in batches)
@@ -525,11 +529,23 @@ def bench_score_varlen(
         length_step=length_step if not (pack_length or "token_index" in batches[0]) else 32,
         shapes=len({b["input_ids"].shape for b in batches}),
         enqueue_ms_per_pass=round(1e3 * min(enqueued), 1),
+        **({"dispatch_ms_per_call": round(1e3 * float(np.median(dispatch)), 3)} if dispatch else {}),
         scores_sum=round(checksum, 2),
         device=jax.devices()[0].device_kind,
         **({"compiler_options": compiler_options} if compiler_options else {}),
         **mix,
     )
+
+
+def _dispatch_seconds(predict: Any, params: Any, batch: dict[str, jax.Array]) -> float:
+    """The host's time to dispatch one call of ``predict`` on ``batch`` with the device idle (its
+    last run finished first), so that no queue ahead of it makes the call wait."""
+    jax.block_until_ready(predict(params, batch))
+    begin = time.perf_counter()
+    out = predict(params, batch)
+    seconds = time.perf_counter() - begin
+    jax.block_until_ready(out)
+    return seconds
 
 
 def _scorer_loop_pass(

@@ -25,6 +25,12 @@
 # (kernels-cast-per-call); last, `score`'s host work alone (bench_score_file.py --host-only, about
 # 20 s). The eleventh lease's open questions (docs/benchmarks.md), most important
 # first: about 9 minutes on an H200 by that lease's run times, so a call cut short loses the last.
+# gaps (not in all; mbert and bert-large): the twelfth lease's open questions, most important first
+# (about 8.5 minutes by its run times): the compiled peer's --varlen, which read mBERT 29% under its
+# earlier leases; ours as the Scorer batches (with dispatch_ms_per_call, the host's cost of one run);
+# fewer, larger runs (--batch-tokens 32768, then mBERT at --batch 256), since the device's own gaps
+# between kernels took a third of the pass; the Scorer's loop with two and (lever) four batches in
+# flight; the peer's mBERT again, last, to tell a slow machine from a slow first run.
 set -euo pipefail
 stages="${1:-all}"
 only="${2:-}"
@@ -58,6 +64,16 @@ if [[ ",$stages," == *",graphs,"* ]]; then
   python3 tools/bench_levers.py kernels-cast-per-call score --varlen --only=mbert | tee -a "$out/ours_graphs.jsonl"  # the Scorer's kernel cast undone
   # score's host work alone on this machine's cores (no device): is a file's scoring bound by its host?
   python3 tools/bench_score_file.py --tokenizer assets/tiny-wordpiece --host-only --lines 100000 | tee "$out/score_host_only.jsonl" || true
+fi
+if [[ ",$stages," == *",gaps,"* ]]; then
+  cases="${only:---only=mbert,bert-large}"
+  python3 .whl/peer_bench_torch.py --varlen --compile $cases | tee -a "$out/peer_varlen_compile.jsonl"
+  python3 tools/bench_score.py --varlen $cases | tee -a "$out/ours_gaps.jsonl"
+  python3 tools/bench_score.py --varlen --batch-tokens 32768 $cases | tee -a "$out/ours_gaps.jsonl"
+  python3 tools/bench_score.py --varlen --batch 256 --only=mbert | tee -a "$out/ours_gaps.jsonl"
+  python3 tools/bench_score.py --varlen --only=mbert --scorer-loop | tee -a "$out/ours_gaps.jsonl"
+  python3 tools/bench_levers.py scorer-four-in-flight score --varlen --only=mbert --scorer-loop | tee -a "$out/ours_gaps.jsonl"
+  python3 .whl/peer_bench_torch.py --varlen --compile --only=mbert | tee -a "$out/peer_varlen_compile_again.jsonl"
 fi
 if [[ ",$stages," == *",pairs,"* ]]; then
   cases="${only#--only=}"

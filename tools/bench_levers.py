@@ -46,7 +46,8 @@ Levers (docs/benchmarks.md says what each measured):
   casts its kernel at each call, as before the Scorer cast them once (``models/kernel_casts.py``).
 - ``scorer-reads-each-batch``: the Scorer's loop (``bench_score.py --varlen --scorer-loop``) reads each
   batch's scores back before it makes the next batch, as before it kept two batches in flight
-  (``eval/predict.py: IN_FLIGHT``).
+  (``eval/predict.py: IN_FLIGHT``). ``scorer-four-in-flight``: four batches in flight instead of two
+  (the twelfth lease's Scorer loop ran at 0.90× the peer-style pass with two).
 - ``state-copies``: the train step compiled without ``train/step.py: TRAIN_STEP_COMPILER_OPTIONS``, as
   before: XLA's CPU copy insertion then copies each donated optimizer-state array before updating it.
 - ``triton-heroless-fusion``: XLA's priority fusion may also form Triton fusions without a reduction or
@@ -163,6 +164,7 @@ LEVERS: dict[str, Callable[[], list[Patch]]] = {
     "cudnn-layernorm-moments": lambda: [(flax_norm, "_compute_stats", layer_norm_stats("moments")), *xla_flags(CUDNN_LAYER_NORM)],
     "kernels-cast-per-call": lambda: [(bench_cases, "scoring_params", lambda graphdef, params: params)],
     "scorer-reads-each-batch": lambda: [(predict, "IN_FLIGHT", 0)],
+    "scorer-four-in-flight": lambda: [(predict, "IN_FLIGHT", 4)],
     "state-copies": lambda: [(train_step, "TRAIN_STEP_COMPILER_OPTIONS", {})],
     "triton-block-fusion": lambda: xla_flags("--xla_gpu_experimental_enable_fusion_block_level_rewriter=true"),
     "triton-heroless-fusion": lambda: xla_flags("--xla_gpu_experimental_enable_triton_heroless_priority_fusion=true"),
