@@ -30,7 +30,8 @@
 # earlier leases; ours as the Scorer batches (with dispatch_ms_per_call, the host's cost of one run);
 # fewer, larger runs (--batch-tokens 32768, then mBERT at --batch 256), since the device's own gaps
 # between kernels took a third of the pass; the Scorer's loop with two and (lever) four batches in
-# flight; the peer's mBERT again, last, to tell a slow machine from a slow first run.
+# flight; the peer's mBERT again, to tell a slow machine from a slow first run; last, the kernels and
+# biases cast per call (lever kernels-cast-per-call), against ours as the Scorer batches.
 set -euo pipefail
 stages="${1:-all}"
 only="${2:-}"
@@ -74,6 +75,7 @@ if [[ ",$stages," == *",gaps,"* ]]; then
   python3 tools/bench_score.py --varlen --only=mbert --scorer-loop | tee -a "$out/ours_gaps.jsonl"
   python3 tools/bench_levers.py scorer-four-in-flight score --varlen --only=mbert --scorer-loop | tee -a "$out/ours_gaps.jsonl"
   python3 .whl/peer_bench_torch.py --varlen --compile --only=mbert | tee -a "$out/peer_varlen_compile_again.jsonl"
+  python3 tools/bench_levers.py kernels-cast-per-call score --varlen --only=mbert | tee -a "$out/ours_gaps.jsonl"  # kernels and biases cast per call
 fi
 if [[ ",$stages," == *",pairs,"* ]]; then
   cases="${only#--only=}"

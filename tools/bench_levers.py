@@ -43,7 +43,7 @@ Levers (docs/benchmarks.md says what each measured):
 - ``triton-block-fusion``: every fusion XLA builds is emitted by its Triton emitter with automatic tiling
   (``--xla_gpu_experimental_enable_fusion_block_level_rewriter=true``).
 - ``kernels-cast-per-call``: a scoring case's parameters as loaded, float32, so that every bf16 layer
-  casts its kernel at each call, as before the Scorer cast them once (``models/kernel_casts.py``).
+  casts its kernel and bias at each call, as before the Scorer cast them once (``models/kernel_casts.py``).
 - ``scorer-reads-each-batch``: the Scorer's loop (``bench_score.py --varlen --scorer-loop``) reads each
   batch's scores back before it makes the next batch, as before it kept two batches in flight
   (``eval/predict.py: IN_FLIGHT``). ``scorer-four-in-flight``: four batches in flight instead of two

@@ -1,4 +1,4 @@
-"""kernels_in_compute_dtype: a bf16 model's matmul kernels cast once give the same scores, bit for bit."""
+"""kernels_in_compute_dtype: a bf16 model's matmul kernels and biases cast once give the same scores, bit for bit."""
 
 from __future__ import annotations
 
@@ -36,8 +36,11 @@ def test_kernels_cast_once_score_as_the_layers_own_casts(family):
     leaves = dict(nnx.traversals.flatten_mapping(params))
     after = dict(nnx.traversals.flatten_mapping(cast))
     changed = {path for path in leaves if after[path].dtype != leaves[path].dtype}
-    assert changed and all(path[-1] == "kernel" and after[path].dtype == jnp.bfloat16 for path in changed)
-    assert not any(path[0] == "head" for path in changed)  # the float32 head keeps its kernel
+    assert changed and all(path[-1] in ("kernel", "bias") and after[path].dtype == jnp.bfloat16 for path in changed)
+    kernels = {path[:-1] for path in changed if path[-1] == "kernel"}
+    # a bias is cast with its layer's kernel, never alone (where the family's layers have biases)
+    assert {path[:-1] for path in changed if path[-1] == "bias"} == {layer for layer in kernels if (*layer, "bias") in leaves}
+    assert not any(path[0] == "head" for path in changed)  # the float32 head keeps its kernel and bias
     for path in changed:  # the same values, rounded as the layer rounds them
         np.testing.assert_array_equal(np.asarray(after[path]), np.asarray(leaves[path].astype(jnp.bfloat16)))
     ids, mask = random_batch(arch["vocab_size"], batch=3, seq=13)
