@@ -26,7 +26,7 @@
 # 20 s). The eleventh lease's open questions (docs/benchmarks.md), most important
 # first: about 9 minutes on an H200 by that lease's run times, so a call cut short loses the last.
 # gaps (not in all; mbert and bert-large): the twelfth lease's open questions, most important first
-# (about 8.5 minutes by its run times): the compiled peer's --varlen, which read mBERT 29% under its
+# (about 9 minutes by its run times): the compiled peer's --varlen, which read mBERT 29% under its
 # earlier leases; ours as the Scorer batches (with dispatch_ms_per_call, the host's cost of one run);
 # fewer, larger runs (--batch-tokens 32768, then mBERT at --batch 256), since the device's own gaps
 # between kernels took a third of the pass; the Scorer's loop with two and (lever) four batches in
