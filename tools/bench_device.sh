@@ -26,10 +26,10 @@
 # 20 s). The eleventh lease's open questions (docs/benchmarks.md), most important
 # first: about 9 minutes on an H200 by that lease's run times, so a call cut short loses the last.
 # gaps (not in all; mbert and bert-large): the twelfth lease's open questions, most important first
-# (about 9 minutes by its run times): the compiled peer's --varlen, which read mBERT 29% under its
+# (about 9 minutes by its run times, with the peer's 90 s a case: one 10-minute call): the compiled peer's --varlen, which read mBERT 29% under its
 # earlier leases; ours as the Scorer batches (with dispatch_ms_per_call, the host's cost of one run);
-# fewer, larger runs (--batch-tokens 32768, then mBERT at --batch 256), since the device's own gaps
-# between kernels took a third of the pass; the Scorer's loop with two and (lever) four batches in
+# fewer, larger runs (mBERT at --batch-tokens 32768), since the device's own gaps between kernels
+# took a third of the pass; the Scorer's loop with two and (lever) four batches in
 # flight; the peer's mBERT again, to tell a slow machine from a slow first run; last, the kernels and
 # biases cast per call (lever kernels-cast-per-call), against ours as the Scorer batches.
 set -euo pipefail
@@ -70,8 +70,7 @@ if [[ ",$stages," == *",gaps,"* ]]; then
   cases="${only:---only=mbert,bert-large}"
   python3 .whl/peer_bench_torch.py --varlen --compile $cases | tee -a "$out/peer_varlen_compile.jsonl"
   python3 tools/bench_score.py --varlen $cases | tee -a "$out/ours_gaps.jsonl"
-  python3 tools/bench_score.py --varlen --batch-tokens 32768 $cases | tee -a "$out/ours_gaps.jsonl"
-  python3 tools/bench_score.py --varlen --batch 256 --only=mbert | tee -a "$out/ours_gaps.jsonl"
+  python3 tools/bench_score.py --varlen --batch-tokens 32768 --only=mbert | tee -a "$out/ours_gaps.jsonl"
   python3 tools/bench_score.py --varlen --only=mbert --scorer-loop | tee -a "$out/ours_gaps.jsonl"
   python3 tools/bench_levers.py scorer-four-in-flight score --varlen --only=mbert --scorer-loop | tee -a "$out/ours_gaps.jsonl"
   python3 .whl/peer_bench_torch.py --varlen --compile --only=mbert | tee -a "$out/peer_varlen_compile_again.jsonl"
