@@ -25,13 +25,13 @@
 # (kernels-cast-per-call); last, `score`'s host work alone (bench_score_file.py --host-only, about
 # 20 s). The eleventh lease's open questions (docs/benchmarks.md), most important
 # first: about 9 minutes on an H200 by that lease's run times, so a call cut short loses the last.
-# gaps (not in all; mbert and bert-large): the twelfth lease's open questions, most important first
-# (about 9 minutes by its run times, with the peer's 90 s a case: one 10-minute call): the compiled peer's --varlen, which read mBERT 29% under its
-# earlier leases; ours as the Scorer batches (with dispatch_ms_per_call, the host's cost of one run);
-# fewer, larger runs (mBERT at --batch-tokens 32768), since the device's own gaps between kernels
-# took a third of the pass; the Scorer's loop with two and (lever) four batches in
-# flight; the peer's mBERT again, to tell a slow machine from a slow first run; last, the kernels and
-# biases cast per call (lever kernels-cast-per-call), against ours as the Scorer batches.
+# gaps (not in all; mbert and bert-large): the twelfth lease's open questions, most important first,
+# about 9 minutes by its run times (the peer takes about 90 s a case), so one 10-minute call: the
+# compiled peer's --varlen, which read mBERT 29% under its earlier leases; ours as the Scorer batches
+# (with dispatch_ms_per_call, the host's cost of one run); fewer, larger runs (mBERT at --batch-tokens
+# 32768), since the device's own gaps between kernels took a third of the pass; the Scorer's loop with
+# two and (lever) four batches in flight; the peer's mBERT again, to tell a slow machine from a slow
+# first run; last, the kernels and biases cast per call (lever kernels-cast-per-call).
 set -euo pipefail
 stages="${1:-all}"
 only="${2:-}"
