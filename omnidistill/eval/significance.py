@@ -101,12 +101,8 @@ def paired_difference(
     for d, name in enumerate(DIMENSIONS):
         on = both[:, d]
         ga, aa, ba = g[on, d], a[on, d], b[on, d]
-        mae = _difference(
-            float(np.mean(np.abs(aa - ga))) if on.any() else float("nan"),
-            float(np.mean(np.abs(ba - ga))) if on.any() else float("nan"),
-            (ra["dim_mae"][:, d] - rb["dim_mae"][:, d]) if boot else None,
-            level,
-        )
+        resampled = (ra["dim_mae"][:, d] - rb["dim_mae"][:, d]) if boot else None
+        mae = _difference(_pooled("mae", aa, ga), _pooled("mae", ba, ga), resampled, level)
         r_a, r_b, r_ab = pearson(ga, aa), pearson(ga, ba), pearson(aa, ba)
         t, p = williams_test(r_a, r_b, r_ab, int(on.sum()))
         dims[name] = {"mae": mae, "pearson": {"r_a": r_a, "r_b": r_b, "r_ab": r_ab, "items": int(on.sum()), "t": t, "p": p}}
