@@ -48,6 +48,12 @@ def train_mean_baseline(cfg: Any, records: list, model_mae: float) -> dict | Non
         return None
 
 
+def run_compiler_options(cfg: Any, compiler_options: Mapping[str, Any] | None) -> Any:
+    """A trained run's ``eval.compiler_options`` with ``compiler_options`` (``--xla-option``) over them,
+    checked by XLA (:func:`checked_compiler_options`)."""
+    return checked_compiler_options({**cfg.eval.compiler_options, **(compiler_options or {})}, "eval.compiler_options")
+
+
 def run_program(
     cfg: Any, graphdef: Any, params: Any, *, batch_size: int | None, batch_tokens: int | None, pack_length: int | None, options: Any
 ) -> ScoringProgram:
@@ -82,7 +88,7 @@ def judge_scores(
             f"with `omnidistill import {path} RUN_DIR`"
         )
     cfg, graphdef, params, tokenizer, _ = load_trained(folder, "best", compute_dtype)
-    options = checked_compiler_options({**cfg.eval.compiler_options, **(compiler_options or {})}, "eval.compiler_options")
+    options = run_compiler_options(cfg, compiler_options)
     encoder = RecordEncoder.from_config(tokenizer, cfg.data)
     program = run_program(cfg, graphdef, params, batch_size=None, batch_tokens=None, pack_length=None, options=options)
     return program.predict(encoder.encode_inputs(records).ids, pad_id=encoder.pad_id)[0].astype(np.float64)
@@ -136,7 +142,7 @@ def evaluate_run(
     preferences = read_preferences(pairs) if pairs else None
     cfg, graphdef, params, tokenizer, step = load_trained(run_dir, checkpoint, compute_dtype)
     dtype = scoring_dtype(cfg, compute_dtype)
-    options = checked_compiler_options({**cfg.eval.compiler_options, **(compiler_options or {})}, "eval.compiler_options")
+    options = run_compiler_options(cfg, compiler_options)
     weights_file = lang_weights or cfg.eval.lang_weights  # read before scoring: a bad file costs no scoring pass
     weights = load_group_weights(weights_file) if weights_file else None
     if skip_invalid is not None:
