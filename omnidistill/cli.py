@@ -116,9 +116,11 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def _score(args: argparse.Namespace) -> int:
     _one_process("score", ON_ONE_HOST)
+    import jax
+
     from omnidistill.data.preference_file import read_preferences
     from omnidistill.eval.preferences import preference_markdown
-    from omnidistill.score_file import check_paths, score_file
+    from omnidistill.score_file import auto_input_workers, check_paths, score_file
     from omnidistill.scorer import Scorer
 
     inputs, _ = check_paths(args.input, args.output, args.resume, args.keep_fields, args.group_by or ())  # before the model is loaded
@@ -143,6 +145,7 @@ def _score(args: argparse.Namespace) -> int:
         group_by=args.group_by or (),
         pairs=pairs,
         as_labels=args.as_labels,
+        input_workers=auto_input_workers(jax.default_backend()) if args.input_workers is None else args.input_workers,
     )
     resumed = f" (kept {done['resumed']} already scored, scored {done['scored']})" if args.resume else ""
     skipped = f"; {done['skipped']} invalid skipped" if done["skipped"] else ""
@@ -461,6 +464,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--chunk", type=at_least(1), default=4096, help="items read, scored and written at a time (memory is flat in the input size)"
+    )
+    p.add_argument(
+        "--input-workers",
+        type=at_least(0),
+        metavar="N",
+        help="processes that read, check and tokenize the input ahead of the model (the same output with any number; "
+        "0: a thread of this process; default: 0 on a CPU, else one per 4 cores, at most 4)",
     )
     add_scoring_program_options(p)
     p.set_defaults(func=_score)

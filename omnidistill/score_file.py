@@ -16,7 +16,7 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from itertools import islice
@@ -27,9 +27,10 @@ import numpy as np
 
 from omnidistill import strict_json
 from omnidistill.data.own_fields import ALWAYS_GROUPED, check_group_by, check_keep_fields, fields_to_read, group_value
+from omnidistill.data.parallel_read import parallel_encoded_chunks
 from omnidistill.data.preference_file import Preference
 from omnidistill.data.schema import DataError, Record
-from omnidistill.data.sources import RecordStream, refuse_duplicate_ids
+from omnidistill.data.sources import RecordStream, StreamPass, refuse_duplicate_ids
 from omnidistill.data.tokenize import EncodedInputs, RecordEncoder
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.preferences import preference_agreement, preference_ids
@@ -52,42 +53,48 @@ def _item(record: Record) -> dict[str, Any]:
     return item
 
 
-def score_line(record: Record, scores: Sequence[float], uncertainty: Sequence[float] | None = None) -> str:
-    """One output line: the record's fields that are set, without labels, plus ``scores`` (and
-    ``uncertainty``, the standard deviations of a level-distribution head)."""
-    item = _item(record)
-    item["scores"] = dict(zip(DIMENSIONS, map(float, scores), strict=True))
-    if uncertainty is not None:
-        item["uncertainty"] = dict(zip(DIMENSIONS, map(float, uncertainty), strict=True))
-    return json.dumps(item, ensure_ascii=False) + "\n"
+def output_heads(records: Sequence[Record]) -> list[str]:
+    """Each record's output line up to its scores: the JSON object of :func:`_item` without its closing
+    brace. Made where the chunk is read (a worker process with ``--input-workers``), so that the loop
+    that writes the lines only appends the numbers."""
+    return [json.dumps(_item(r), ensure_ascii=False)[:-1] for r in records]
 
 
-def score_lines(records: Sequence[Record], scores: np.ndarray, uncertainty: np.ndarray | None = None) -> str:
-    """:func:`score_line` of each record and its row of ``scores`` (and of ``uncertainty``), joined."""
+def _pair(key: str, values: Sequence[Any]) -> str:
+    """``, "key": {dimension: value, ...}``: one field of an output line after its head."""
+    return f", {json.dumps(key)}: {json.dumps(dict(zip(DIMENSIONS, values, strict=True)))}"
+
+
+def _closed(head: str, tail: str) -> str:
+    """``head`` (:func:`output_heads`) with ``tail`` (:func:`_pair` fields) and the closing brace: the same
+    text as ``json.dumps`` of the item with those fields added last."""
+    return (head + tail.removeprefix(", ") if head == "{" else head + tail) + "}\n"
+
+
+def score_lines(heads: Sequence[str], scores: np.ndarray, uncertainty: np.ndarray | None = None) -> str:
+    """The output lines of records with these :func:`output_heads`: each one's fields that are set,
+    without labels, plus its row of ``scores`` (and of ``uncertainty``, the standard deviations of a
+    level-distribution head), joined."""
     rows = scores.tolist()  # Python floats at once, not each number of each row on its own
-    stds = [None] * len(rows) if uncertainty is None else uncertainty.tolist()
-    return "".join(score_line(r, s, u) for r, s, u in zip(records, rows, stds, strict=True))
+    if uncertainty is None:
+        return "".join(_closed(h, _pair("scores", s)) for h, s in zip(heads, rows, strict=True))
+    stds = uncertainty.tolist()
+    return "".join(_closed(h, _pair("scores", s) + _pair("uncertainty", u)) for h, s, u in zip(heads, rows, stds, strict=True))
 
 
-def label_lines(records: Sequence[Record], scores: np.ndarray, level_probs: np.ndarray | None = None) -> str:
-    """``score --as-labels``: each record's line with the model's scores as its ``labels`` and, for a
-    level-distribution head, its distributions as ``label_dist``, so that the output is a training file
-    for another model (a large student distilled into a small one on unlabelled text). The scores are
-    clipped to [1, 5] and each distribution renormalised in float64, as the schema checks them; a line
-    reads back with the same numbers (within float32 rounding of the distributions)."""
+def label_lines(heads: Sequence[str], scores: np.ndarray, level_probs: np.ndarray | None = None) -> str:
+    """``score --as-labels``: the lines of records with these :func:`output_heads`, each with the
+    model's scores as its ``labels`` and, for a level-distribution head, its distributions as
+    ``label_dist``, so that the output is a training file for another model (a large student distilled
+    into a small one on unlabelled text). The scores are clipped to [1, 5] and each distribution
+    renormalised in float64, as the schema checks them; a line reads back with the same numbers (within
+    float32 rounding of the distributions)."""
     rows = np.clip(np.asarray(scores, np.float64), 1.0, 5.0).tolist()
-    dists = [None] * len(rows)
-    if level_probs is not None:
-        probs = np.asarray(level_probs, np.float64)
-        dists = (probs / probs.sum(axis=-1, keepdims=True)).tolist()
-    lines = []
-    for record, row, dist in zip(records, rows, dists, strict=True):
-        item = _item(record)
-        item["labels"] = dict(zip(DIMENSIONS, row, strict=True))
-        if dist is not None:
-            item["label_dist"] = dict(zip(DIMENSIONS, dist, strict=True))
-        lines.append(json.dumps(item, ensure_ascii=False) + "\n")
-    return "".join(lines)
+    if level_probs is None:
+        return "".join(_closed(h, _pair("labels", row)) for h, row in zip(heads, rows, strict=True))
+    probs = np.asarray(level_probs, np.float64)
+    dists = (probs / probs.sum(axis=-1, keepdims=True)).tolist()
+    return "".join(_closed(h, _pair("labels", row) + _pair("label_dist", d)) for h, row, d in zip(heads, rows, dists, strict=True))
 
 
 @dataclasses.dataclass
@@ -164,25 +171,51 @@ def drop_cut_line(output: Path) -> None:
             f.truncate(end)
 
 
-def encoded_chunks(records: Iterator[Record], size: int, encoder: RecordEncoder) -> Iterator[tuple[list[Record], EncodedInputs]]:
-    """Chunks of ``size`` records with their token ids (``encoder.encode_inputs``), in order. While the
-    caller scores one chunk, the next is read and tokenized in a worker thread: the tokenizer's Rust
-    code runs without the GIL, so on an accelerator the host's input work overlaps the device's
-    scoring instead of leaving it idle between chunks. Two chunks are held at most. An input error is
-    raised when its chunk is taken, after the chunks before it."""
+def encoded_chunks(
+    records: Iterator[Record], size: int, encoder: RecordEncoder, render: Callable[[list[Record]], Any] | None = None
+) -> Iterator[tuple[list[Record], EncodedInputs, Any]]:
+    """Chunks of ``size`` records with their token ids (``encoder.encode_inputs``) and ``render(records)``
+    (None without ``render``), in order. While the caller scores one chunk, the next is read and
+    tokenized in a worker thread: the tokenizer's Rust code runs without the GIL, so on an accelerator
+    the host's input work overlaps the device's scoring instead of leaving it idle between chunks. Two
+    chunks are held at most. An input error is raised when its chunk is taken, after the chunks before it."""
 
-    def read() -> tuple[list[Record], EncodedInputs | None]:
+    def read() -> tuple[list[Record], EncodedInputs | None, Any]:
         chunk = list(islice(records, size))
-        return chunk, encoder.encode_inputs(chunk) if chunk else None
+        if not chunk:
+            return chunk, None, None
+        return chunk, encoder.encode_inputs(chunk), render(chunk) if render else None
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="score-input") as worker:
         ahead = worker.submit(read)
         while True:
-            chunk, encoded = ahead.result()
+            chunk, encoded, rendered = ahead.result()
             if encoded is None:
                 return
             ahead = worker.submit(read)
-            yield chunk, encoded
+            yield chunk, encoded, rendered
+
+
+def input_chunks(
+    stream_pass: StreamPass, records: Iterator[Record], size: int, encoder: RecordEncoder, workers: int
+) -> Iterator[tuple[list[Record], EncodedInputs, list[str]]]:
+    """The rest of the input in chunks with their token ids and :func:`output_heads`: read and tokenized
+    in a worker thread (:func:`encoded_chunks` over ``records``, the pass's records here) with
+    ``workers`` 0, else in that many worker processes
+    (:func:`~omnidistill.data.parallel_read.parallel_encoded_chunks`), the same chunks' records, ids and
+    heads either way."""
+    if workers:
+        return parallel_encoded_chunks(stream_pass, encoder, size, workers, render=output_heads)
+    return encoded_chunks(records, size, encoder, output_heads)
+
+
+def auto_input_workers(backend: str, cores: int | None = None) -> int:
+    """``score --input-workers``' default: none on a CPU backend (reading and tokenizing would take the
+    cores the model runs on; a worker thread reads ahead instead), else one process per 4 of the host's
+    cores, at most 4: on an accelerator the host's reading, checking and tokenizing bound ``score``
+    (docs/scoring.md)."""
+    cores = (os.cpu_count() or 1) if cores is None else cores
+    return 0 if backend == "cpu" else min(4, cores // 4)
 
 
 def means_file(output: Path) -> Path:
@@ -273,9 +306,12 @@ def score_file(
     group_by: Sequence[str] = (),
     pairs: Sequence[Preference] | None = None,
     as_labels: bool = False,
+    input_workers: int = 0,
 ) -> dict[str, Any]:
     """Score ``inputs`` into ``output`` chunk by chunk (``keep_fields``: fields of the user's own, written
-    back beside the scores; ``as_labels``: lines of :func:`label_lines`, a training file).
+    back beside the scores; ``as_labels``: lines of :func:`label_lines`, a training file;
+    ``input_workers``: processes that read, check and tokenize the input, :func:`input_chunks`; the
+    output is the same with any number).
 
     Returns ``{"items", "resumed", "scored", "skipped", "truncated", "means"}`` (``means``: a
     :class:`GroupMeans` over every output line, by task, language and each ``group_by`` field, which is
@@ -301,7 +337,8 @@ def score_file(
         atomic_write_text(scorer_file(output), json.dumps(scorer_record(scorer, as_labels), indent=2))
     field = "labels" if as_labels else "scores"
     stream = RecordStream(list(inputs), skip_invalid=skip_invalid, require_labels=False, keep=fields_to_read(keep_fields, group_by))
-    records = iter(stream)
+    stream_pass = stream.start_pass()
+    records = stream_pass.records()
     means = GroupMeans(ALWAYS_GROUPED + group_by)
     kept = 0
     if resuming:  # the kept lines must be the input's first items, in order; their scores feed the means
@@ -326,16 +363,18 @@ def score_file(
 
         bar = tqdm(desc="score", unit="item", initial=kept, dynamic_ncols=True)
     try:
-        chunks = closing(encoded_chunks(records, chunk, scorer.encoder))  # closed at an error too: the worker's read ends first
+        chunks = closing(
+            input_chunks(stream_pass, records, chunk, scorer.encoder, input_workers)
+        )  # closed at an error too: the workers end first
         with output.open("a" if resuming else "w", encoding="utf-8") as f, chunks as encoded_input:
-            for batch, encoded in encoded_input:
+            for batch, encoded, heads in encoded_input:
                 predicted = scorer.predict(batch, encoded=encoded)
                 truncated += predicted.truncated
                 scores = predicted.scores
                 if as_labels:
-                    f.write(label_lines(batch, scores, predicted.level_probs))
+                    f.write(label_lines(heads, scores, predicted.level_probs))
                 else:
-                    f.write(score_lines(batch, scores, predicted.uncertainty))
+                    f.write(score_lines(heads, scores, predicted.uncertainty))
                 f.flush()
                 os.fsync(f.fileno())
                 means.add_chunk(batch, scores)

@@ -79,3 +79,38 @@ def test_a_chunk_with_fewer_scores_than_records_is_an_error():
     records, scores = items(5)
     with pytest.raises(ValueError, match="5 records but 4 rows"):
         GroupMeans().add_chunk(records, scores[:4])
+
+
+def test_lines_from_heads_are_the_items_json_with_the_numbers_added_last():
+    """An output line is its head (made where the chunk is read) and the numbers appended: the same text
+    as ``json.dumps`` of the whole item, for unicode, a field of the user's own holding an object and
+    a list, uncertainty, and ``--as-labels`` with and without level distributions."""
+    import json
+
+    from omnidistill.score_file import _item, label_lines, output_heads, score_lines
+
+    records, scores = items(6, seed=2)
+    records[1] = dataclasses.replace(
+        records[1], candidate='Ünïcode "quoted" \\ tab\t', source="源文本", extra={"meta": {"a": [1, None]}, "n": 2.5}
+    )
+    records[2] = dataclasses.replace(records[2], question="Q?", reference="ref", group_id="g1", dataset="wmt")
+    stds = np.random.default_rng(3).uniform(0, 1, scores.shape).astype(np.float32)
+    probs = np.random.default_rng(4).dirichlet(np.ones(5), (len(records), len(DIMENSIONS)))
+
+    def oracle(record, **fields):
+        return json.dumps({**_item(record), **fields}, ensure_ascii=False) + "\n"
+
+    def dims(values):
+        return dict(zip(DIMENSIONS, values, strict=True))
+
+    heads = output_heads(records)
+    rows, clipped = scores.tolist(), np.clip(scores.astype(np.float64), 1, 5).tolist()
+    dists = (probs / probs.sum(-1, keepdims=True)).tolist()
+    assert score_lines(heads, scores) == "".join(oracle(r, scores=dims(s)) for r, s in zip(records, rows, strict=True))
+    assert score_lines(heads, scores, stds) == "".join(
+        oracle(r, scores=dims(s), uncertainty=dims(u)) for r, s, u in zip(records, rows, stds.tolist(), strict=True)
+    )
+    assert label_lines(heads, scores) == "".join(oracle(r, labels=dims(s)) for r, s in zip(records, clipped, strict=True))
+    assert label_lines(heads, scores, probs) == "".join(
+        oracle(r, labels=dims(s), label_dist=dims(d)) for r, s, d in zip(records, clipped, dists, strict=True)
+    )

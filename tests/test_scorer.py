@@ -161,9 +161,10 @@ def test_score_cli_jsonl_and_csv(run_and_export, repo_root, tmp_path, capsys):
     csv.write_text("id,task,lang,question,candidate\na,qa,en,What is it?,Paris.\nb,qa,en,,Berlin.\n")
     assert main(["score", "--model", str(run), "--input", str(csv), "--output", str(tmp_path / "csv.jsonl")]) == 0
     assert len((tmp_path / "csv.jsonl").read_text().splitlines()) == 2
-    packed = tmp_path / "in.csv.gz"  # a compressed input reads as the plain file
+    packed = tmp_path / "in.csv.gz"  # a compressed input reads as the plain file, here in a worker process
     packed.write_bytes(gzip.compress(csv.read_bytes()))
-    assert main(["score", "--model", str(run), "--input", str(packed), "--output", str(tmp_path / "gz.jsonl")]) == 0
+    gz = ["score", "--model", str(run), "--input", str(packed), "--output", str(tmp_path / "gz.jsonl"), "--input-workers", "1"]
+    assert main(gz) == 0
     assert (tmp_path / "gz.jsonl").read_text() == (tmp_path / "csv.jsonl").read_text()
 
 

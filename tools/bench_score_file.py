@@ -11,14 +11,17 @@ The shipped test split is replicated to each size in ``--lines`` (ids made uniqu
     python tools/bench_score_file.py --model runs/tiny-export --format csv        # the same items as CSV
     python tools/bench_score_file.py --model runs/tiny-export --host-only --lines 20000  # score's host work alone
     python tools/bench_score_file.py --tokenizer assets/tiny-wordpiece --host-only --lines 100000  # no model needed
+    python tools/bench_score_file.py --tokenizer assets/tiny-wordpiece --host-only --input-workers 0 2 4  # one run each
 
 ``--host-only`` measures what ``score`` does besides the model, in this process: ``score_file`` with
 the model's own tokenizer and input settings, but a stand-in that returns fixed scores at once for the
 model's forward pass (and its batching). Its items/s is the most ``score`` can reach on this host
 whatever the device. Each part is also timed alone, one thread, in µs per item: reading and checking
-the records, tokenizing them (``encode_inputs``, chunk by chunk), writing the output lines and adding
-to the running means. On a GPU, reading, writing and the means run under Python's lock and add up;
-tokenizing runs mostly in the tokenizer's own threads.
+the records, tokenizing them (``encode_inputs``, chunk by chunk), rendering each record's fields as
+the head of its output line (``output_heads``), writing the lines and adding to the running means.
+On a GPU, reading, writing and the means run under Python's lock and add up; tokenizing runs mostly
+in the tokenizer's own threads. ``--input-workers N`` moves reading, checking,
+tokenizing and the heads to N worker processes (``data/parallel_read.py``).
 """
 
 from __future__ import annotations
@@ -72,12 +75,13 @@ def rss_anon_gb(pid: int) -> float | None:
     return None
 
 
-def measure(model: str, lines: int, workdir: Path, chunk: int, kind: str = "jsonl") -> dict:
+def measure(model: str, lines: int, workdir: Path, chunk: int, kind: str = "jsonl", workers: int | None = None) -> dict:
     data, out = workdir / f"in-{lines}.{kind}", workdir / f"out-{lines}.jsonl"
     replicate(data, lines)
     command = [sys.executable, "-m", "omnidistill", "score", "--model", model, "--input", str(data), "--output", str(out)]
     start = time.perf_counter()
-    proc = subprocess.Popen([*command, "--chunk", str(chunk)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    command += ["--chunk", str(chunk), *([] if workers is None else ["--input-workers", str(workers)])]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     peak = 0.0
     while proc.poll() is None:
         peak = max(peak, rss_anon_gb(proc.pid) or 0.0)
@@ -89,6 +93,7 @@ def measure(model: str, lines: int, workdir: Path, chunk: int, kind: str = "json
     return {
         "format": kind,
         "lines": lines,
+        "input_workers": "auto" if workers is None else workers,
         "written": written,
         "peak_RssAnon_GB": round(peak, 3),
         "wall_s": round(seconds, 1),
@@ -135,17 +140,17 @@ def microseconds_per_item(seconds: float, items: int) -> float:
     return round(1e6 * seconds / items, 1)
 
 
-def host_only(scorer: FixedScores, lines: int, workdir: Path, chunk: int, kind: str = "jsonl") -> dict:
+def host_only(scorer: FixedScores, lines: int, workdir: Path, chunk: int, kind: str = "jsonl", workers: int = 0) -> dict:
     """``score``'s host work on ``lines`` replicated sample items, the model replaced by
     :class:`FixedScores` (module docstring): items/s of the whole, and µs per item of each part."""
     from omnidistill.data.sources import RecordStream
-    from omnidistill.score_file import GroupMeans, score_file, score_lines
+    from omnidistill.score_file import GroupMeans, output_heads, score_file, score_lines
 
     data, out = workdir / f"in-{lines}.{kind}", workdir / f"host-{lines}.jsonl"
     replicate(data, lines)
     out.unlink(missing_ok=True)
     start = time.perf_counter()
-    score_file(scorer, [data], out, chunk=chunk)
+    score_file(scorer, [data], out, chunk=chunk, input_workers=workers)
     seconds = time.perf_counter() - start
     parts = {}
     start = time.perf_counter()
@@ -158,7 +163,12 @@ def host_only(scorer: FixedScores, lines: int, workdir: Path, chunk: int, kind: 
     scores = np.full((len(records), NUM_DIMENSIONS), 3.0, np.float32)
     start = time.perf_counter()
     for i in range(0, len(records), chunk):
-        score_lines(records[i : i + chunk], scores[i : i + chunk])
+        output_heads(records[i : i + chunk])
+    parts["heads"] = time.perf_counter() - start
+    heads = output_heads(records)
+    start = time.perf_counter()
+    for i in range(0, len(records), chunk):
+        score_lines(heads[i : i + chunk], scores[i : i + chunk])
     parts["write"] = time.perf_counter() - start
     start = time.perf_counter()
     means = GroupMeans()
@@ -169,6 +179,7 @@ def host_only(scorer: FixedScores, lines: int, workdir: Path, chunk: int, kind: 
         "mode": "host-only",
         "format": kind,
         "lines": lines,
+        "input_workers": workers,
         "written": sum(1 for _ in out.open(encoding="utf-8")),
         "wall_s": round(seconds, 2),
         "items_per_s": round(lines / seconds),
@@ -184,6 +195,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--format", choices=["jsonl", "csv"], default="jsonl", help="the input file's format (default jsonl)")
     parser.add_argument("--host-only", action="store_true", help="score's host work alone, the model replaced by fixed scores")
     parser.add_argument("--tokenizer", help="with --host-only instead of --model: a tokenizer folder, the default data settings")
+    parser.add_argument(
+        "--input-workers",
+        type=int,
+        nargs="+",
+        metavar="N",
+        help="score --input-workers for each run, one run per value (default: score's own default; 0 with --host-only)",
+    )
     args = parser.parse_args(argv)
     if not (args.model or (args.host_only and args.tokenizer)):
         parser.error("give --model (or, with --host-only, --tokenizer)")
@@ -191,16 +209,17 @@ def main(argv: list[str] | None = None) -> None:
     scorer = FixedScores.of(args.model, args.tokenizer) if args.host_only else None
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.lines:
-            if scorer is not None:
-                rows.append(host_only(scorer, n, Path(tmp), args.chunk, args.format))
-            else:
-                rows.append(measure(args.model, n, Path(tmp), args.chunk, args.format))
-            print(json.dumps(rows[-1]), flush=True)
+            for workers in args.input_workers or [0 if args.host_only else None]:
+                if scorer is not None:
+                    rows.append(host_only(scorer, n, Path(tmp), args.chunk, args.format, workers))
+                else:
+                    rows.append(measure(args.model, n, Path(tmp), args.chunk, args.format, workers))
+                print(json.dumps(rows[-1]), flush=True)
     if args.host_only:
         return
-    print("| input | lines | peak RssAnon (GB) | wall (s) | items/s |\n|---|---:|---:|---:|---:|")
+    print("| input | lines | input workers | peak RssAnon (GB) | wall (s) | items/s |\n|---|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['format']} | {r['lines']:,} | {r['peak_RssAnon_GB']} | {r['wall_s']} | {r['items_per_s']:,} |")
+        print(f"| {r['format']} | {r['lines']:,} | {r['input_workers']} | {r['peak_RssAnon_GB']} | {r['wall_s']} | {r['items_per_s']:,} |")
 
 
 if __name__ == "__main__":

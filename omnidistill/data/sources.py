@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import importlib
 import io
 import json
@@ -62,36 +63,43 @@ def _decompressor(path: epath.Path) -> Any:
         raise DataError(f"{path}: this Python cannot read {path.suffix} files (no {COMPRESSIONS[path.suffix]} module)") from None
 
 
-def _jsonl_objects(path: epath.Path) -> Iterator[tuple[str, Any]]:
+def _jsonl_lines(path: epath.Path) -> Iterator[tuple[str, bytes]]:
+    """(location, line) of every line that is not blank, its ending removed and not yet decoded
+    (:func:`decode_jsonl_line` does that, in this process or a worker's: ``data/parallel_read.py``).
+    A file that is one JSON document rather than JSON Lines is refused here, as the whole file's error."""
     # Physical lines end at "\n" only: a lone "\r" inside a line (legal JSON whitespace, or an error
     # in a string) must not split it, or every later line number shifts. "\r\n" endings are accepted.
     name = str(path)  # once: an epath's str() costs a path join
     first = True
     for lineno, line in enumerate(_physical_lines(path), start=1):
-        where = f"{name}:{lineno}"
         line = line.removesuffix(b"\n").removesuffix(b"\r")
         if not line.strip():
             continue
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as err:
-            yield where, DataError(f"{where}: not valid UTF-8 ({err.reason} at byte {err.start})")
-            continue
         if first:
-            _refuse_one_json_document(name, text)
-            first = False
-        try:
-            obj = json.loads(text, object_pairs_hook=_unique_keys)
-        except json.JSONDecodeError as err:
-            yield where, DataError(f"{where}: invalid JSON: {err.msg} (column {err.colno})")
-            continue
-        except _RepeatedKey as err:
-            yield where, DataError(f"{where}: key {err.args[0]!r} appears twice in one object (JSON readers keep one silently)")
-            continue
-        if "\\u" in text and (error := surrogate_error(obj, where)) is not None:  # only a \u escape makes one
-            yield where, error
-            continue
-        yield _labels_from_columns(where, obj) if isinstance(obj, dict) else (where, obj)
+            try:
+                _refuse_one_json_document(name, line.decode("utf-8"))
+                first = False
+            except UnicodeDecodeError:  # the line's own error, when it is decoded
+                pass
+        yield f"{name}:{lineno}", line
+
+
+def decode_jsonl_line(where: str, line: bytes) -> Any:
+    """One JSONL line's object (label columns folded into ``labels``), or the :class:`DataError` that
+    names what is wrong with it."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return DataError(f"{where}: not valid UTF-8 ({err.reason} at byte {err.start})")
+    try:
+        obj = json.loads(text, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as err:
+        return DataError(f"{where}: invalid JSON: {err.msg} (column {err.colno})")
+    except _RepeatedKey as err:
+        return DataError(f"{where}: key {err.args[0]!r} appears twice in one object (JSON readers keep one silently)")
+    if "\\u" in text and (error := surrogate_error(obj, where)) is not None:  # only a \u escape makes one
+        return error
+    return _labels_from_columns(where, obj)[1] if isinstance(obj, dict) else obj
 
 
 def _refuse_one_json_document(name: str, first_line: str) -> None:
@@ -301,9 +309,11 @@ JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 """Names of files read as one JSON object per line."""
 
 
-def iter_objects(path: str | Path) -> Iterator[tuple[str, Any]]:
-    """(location, decoded object or DataError) for every record of a JSONL, CSV or Parquet file, local or
-    in a bucket (``gs://``; :mod:`omnidistill.storage`); JSONL and CSV may be compressed (:data:`COMPRESSIONS`)."""
+def iter_units(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """:func:`iter_objects`' items, except that a JSONL line comes as its bytes, still to be decoded by
+    :func:`decode_unit`: reading a file's lines is cheap, and decoding and checking them is the part
+    that worker processes can share (``data/parallel_read.py``). Errors of the whole file (a missing
+    file, a corrupt archive, a JSON array) are raised here."""
     path = existing_file(path, DataError)
     kind = path.suffix
     if kind in COMPRESSIONS:
@@ -313,10 +323,36 @@ def iter_objects(path: str | Path) -> Iterator[tuple[str, Any]]:
     if kind == ".parquet":
         return _parquet_objects(path)
     if kind in JSONL_SUFFIXES:
-        return _jsonl_objects(path)
+        return _jsonl_lines(path)
     if kind == ".csv":
         return _csv_objects(path)
     raise DataError(f"{path}: unsupported file type {kind!r} (use .jsonl, .csv or .parquet; .jsonl and .csv may end in .gz, .bz2 or .xz)")
+
+
+def decode_unit(where: str, unit: Any) -> Any:
+    """The object of one of :func:`iter_units`' items (or its :class:`DataError`)."""
+    return decode_jsonl_line(where, unit) if isinstance(unit, bytes) else unit
+
+
+def iter_objects(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """(location, decoded object or DataError) for every record of a JSONL, CSV or Parquet file, local or
+    in a bucket (``gs://``; :mod:`omnidistill.storage`); JSONL and CSV may be compressed (:data:`COMPRESSIONS`)."""
+    for where, unit in iter_units(path):
+        yield where, decode_unit(where, unit)
+
+
+def checked_record(where: str, obj: Any, *, skip_invalid: bool, require_labels: bool, keep: frozenset[str]) -> Record | None:
+    """The :class:`Record` of one decoded object (or of its :class:`DataError`), checked against the
+    schema; an invalid one raises its error, or with ``skip_invalid`` is None (logged at debug)."""
+    try:
+        if isinstance(obj, DataError):
+            raise obj
+        return validate_record(obj, where, require_labels=require_labels, keep=keep)
+    except DataError as err:
+        if not skip_invalid:
+            raise
+        log.debug("skipped %s", err)
+        return None
 
 
 class RecordStream:
@@ -341,26 +377,15 @@ class RecordStream:
         self.duplicate_ids: int | None = None
 
     def __iter__(self) -> Iterator[Record]:
-        count = skipped = 0
-        ids = IdCounter()
-        for path in self.paths:
-            count_before, skipped_before = count, skipped
-            for where, obj in iter_objects(path):
-                try:
-                    if isinstance(obj, DataError):
-                        raise obj
-                    record = validate_record(obj, where, require_labels=self.require_labels, keep=self.keep)
-                except DataError as err:
-                    if not self.skip_invalid:
-                        raise
-                    skipped += 1
-                    log.debug("skipped %s", err)
-                    continue
-                count += 1
-                ids.add(record.id)
-                yield record
-            if count == count_before and skipped == skipped_before:
-                raise DataError(f"{path}: no records")
+        return self.start_pass().records()
+
+    def start_pass(self) -> StreamPass:
+        """A new pass over the files, to read record by record, as raw items, or first one then the other."""
+        return StreamPass(self, _all_units(self.paths))
+
+    def finish_pass(self, count: int, skipped: int, ids: IdCounter) -> None:
+        """The end of a full pass that read ``count`` valid records and skipped ``skipped``, with their
+        ids in ``ids``: the warnings, the error of no valid record, ``skipped`` and ``duplicate_ids``."""
         if skipped:
             log.warning("skipped %d invalid record(s) (data.skip_invalid=true)", skipped)
         if not count:
@@ -370,6 +395,61 @@ class RecordStream:
         if repeats and self.duplicate_ids is None:
             log.warning("%d record(s) of %s repeat an earlier record's id", repeats, ", ".join(map(str, self.paths)))
         self.duplicate_ids = repeats
+
+
+def _all_units(paths: Sequence[str | Path]) -> Iterator[tuple[str, Any]]:
+    """:func:`iter_units` of each file in turn; a file with no record (blank lines at most) is an error."""
+    for path in paths:
+        empty = True
+        for item in iter_units(path):
+            empty = False
+            yield item
+        if empty:
+            raise DataError(f"{path}: no records")
+
+
+@dataclasses.dataclass
+class StreamPass:
+    """One pass over a :class:`RecordStream`: its files' raw items (``units``, :func:`iter_units`) at one
+    shared position, and the tally of what was read. :meth:`records` checks them into records here;
+    ``data/parallel_read.py`` takes the rest of the same ``units`` to worker processes (after
+    ``score --resume`` has read the kept items here) and adds to the same tally."""
+
+    stream: RecordStream
+    units: Iterator[tuple[str, Any]]
+    count: int = 0
+    skipped: int = 0
+    ids: IdCounter = dataclasses.field(default_factory=IdCounter)
+
+    def check(self, where: str, obj: Any) -> Record | None:
+        """:func:`checked_record` with the stream's options (None: skipped), counted."""
+        stream = self.stream
+        record = checked_record(where, obj, skip_invalid=stream.skip_invalid, require_labels=stream.require_labels, keep=stream.keep)
+        if record is None:
+            self.skipped += 1
+        else:
+            self.count += 1
+            self.ids.add(record.id)
+        return record
+
+    def tally(self, records: Sequence[Record], skipped: int = 0) -> None:
+        """Count ``records`` as read and ``skipped`` more as skipped."""
+        self.count += len(records)
+        self.skipped += skipped
+        for record in records:
+            self.ids.add(record.id)
+
+    def records(self) -> Iterator[Record]:
+        """The pass's records from its position on, checked here; at the end, :meth:`finish`."""
+        for where, unit in self.units:
+            record = self.check(where, decode_unit(where, unit))
+            if record is not None:
+                yield record
+        self.finish()
+
+    def finish(self) -> None:
+        """:meth:`RecordStream.finish_pass` with this pass's tally."""
+        self.stream.finish_pass(self.count, self.skipped, self.ids)
 
 
 def read_records(
