@@ -120,7 +120,7 @@ def _score(args: argparse.Namespace) -> int:
 
     from omnidistill.data.preference_file import read_preferences
     from omnidistill.eval.preferences import preference_markdown
-    from omnidistill.score_file import auto_input_workers, check_paths, score_file
+    from omnidistill.score_file import auto_input_workers, check_paths, input_bytes, score_file
     from omnidistill.scorer import Scorer
 
     inputs, _ = check_paths(args.input, args.output, args.resume, args.keep_fields, args.group_by or ())  # before the model is loaded
@@ -133,6 +133,9 @@ def _score(args: argparse.Namespace) -> int:
         compiler_options=dict(args.xla_option),
         compute_dtype=args.dtype,
     )
+    workers = args.input_workers
+    if workers is None:
+        workers = auto_input_workers(jax.default_backend(), size=input_bytes(inputs))
     done = score_file(
         scorer,
         inputs,
@@ -145,7 +148,7 @@ def _score(args: argparse.Namespace) -> int:
         group_by=args.group_by or (),
         pairs=pairs,
         as_labels=args.as_labels,
-        input_workers=auto_input_workers(jax.default_backend()) if args.input_workers is None else args.input_workers,
+        input_workers=workers,
     )
     resumed = f" (kept {done['resumed']} already scored, scored {done['scored']})" if args.resume else ""
     skipped = f"; {done['skipped']} invalid skipped" if done["skipped"] else ""
@@ -470,7 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=at_least(0),
         metavar="N",
         help="processes that read, check and tokenize the input ahead of the model (the same output with any number; "
-        "0: a thread of this process; default: 0 on a CPU, else one per 4 cores, at most 4)",
+        "0: a thread of this process; default: 0 on a CPU or for inputs under 32 MiB, else one per 4 cores, at most 4)",
     )
     add_scoring_program_options(p)
     p.set_defaults(func=_score)

@@ -35,7 +35,7 @@ from omnidistill.data.tokenize import EncodedInputs, RecordEncoder
 from omnidistill.dimensions import DIMENSIONS
 from omnidistill.eval.preferences import preference_agreement, preference_ids
 from omnidistill.runs.run_dir import atomic_write_text
-from omnidistill.storage import existing_files, output_file
+from omnidistill.storage import existing_files, input_path, output_file
 
 log = logging.getLogger(__name__)
 
@@ -209,13 +209,29 @@ def input_chunks(
     return encoded_chunks(records, size, encoder, output_heads)
 
 
-def auto_input_workers(backend: str, cores: int | None = None) -> int:
+AUTO_WORKERS_MIN_BYTES = 32 << 20
+"""Inputs smaller than this (about 50,000 lines of the sample's kind, a few seconds of host work) are
+read in a thread by default: worker processes take 2-4 s to start."""
+
+
+def input_bytes(inputs: Sequence[str | Path]) -> int | None:
+    """The inputs' size on disk (compressed as they are), or None when a size cannot be had."""
+    try:
+        return sum(input_path(p).stat().length for p in inputs)
+    except (OSError, AttributeError, NotImplementedError):
+        return None
+
+
+def auto_input_workers(backend: str, cores: int | None = None, size: int | None = None) -> int:
     """``score --input-workers``' default: none on a CPU backend (reading and tokenizing would take the
-    cores the model runs on; a worker thread reads ahead instead), else one process per 4 of the host's
-    cores, at most 4: on an accelerator the host's reading, checking and tokenizing bound ``score``
-    (docs/scoring.md)."""
+    cores the model runs on; a worker thread reads ahead instead) or for inputs of under
+    :data:`AUTO_WORKERS_MIN_BYTES` (``size``; None: unknown, taken as large), else one process per 4
+    of the host's cores, at most 4: on an accelerator the host's reading, checking and tokenizing bound
+    ``score`` (docs/scoring.md)."""
     cores = (os.cpu_count() or 1) if cores is None else cores
-    return 0 if backend == "cpu" else min(4, cores // 4)
+    if backend == "cpu" or (size is not None and size < AUTO_WORKERS_MIN_BYTES):
+        return 0
+    return min(4, cores // 4)
 
 
 def means_file(output: Path) -> Path:

@@ -4,7 +4,8 @@ scored (omnidistill/score_file.py).
 
 The shipped test split is replicated to each size in ``--lines`` (ids made unique) and scored by
 ``omnidistill score`` in a fresh process; its ``RssAnon`` (heap memory: no file pages) is sampled from
-``/proc/PID/status`` every 0.1 s and the peak is reported, with the wall time and items per second:
+``/proc/PID/status`` every 0.1 s and the peak is reported (and the peak of its sum with its child
+processes', the ``--input-workers``), with the wall time and items per second:
 
     python tools/bench_score_file.py --model runs/tiny-export                    # 100k and 1M lines
     python tools/bench_score_file.py --model runs/tiny-export --lines 2000 8000   # a quick look
@@ -75,6 +76,15 @@ def rss_anon_gb(pid: int) -> float | None:
     return None
 
 
+def children(pid: int) -> list[int]:
+    """The process's child processes (``score --input-workers``' workers, and the resource tracker)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as f:
+            return [int(p) for p in f.read().split()]
+    except FileNotFoundError:
+        return []
+
+
 def measure(model: str, lines: int, workdir: Path, chunk: int, kind: str = "jsonl", workers: int | None = None) -> dict:
     data, out = workdir / f"in-{lines}.{kind}", workdir / f"out-{lines}.jsonl"
     replicate(data, lines)
@@ -82,9 +92,10 @@ def measure(model: str, lines: int, workdir: Path, chunk: int, kind: str = "json
     start = time.perf_counter()
     command += ["--chunk", str(chunk), *([] if workers is None else ["--input-workers", str(workers)])]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    peak = 0.0
+    peak = peak_all = 0.0
     while proc.poll() is None:
-        peak = max(peak, rss_anon_gb(proc.pid) or 0.0)
+        own = rss_anon_gb(proc.pid) or 0.0
+        peak, peak_all = max(peak, own), max(peak_all, own + sum(rss_anon_gb(c) or 0.0 for c in children(proc.pid)))
         time.sleep(0.1)
     seconds = time.perf_counter() - start
     if proc.returncode:
@@ -96,6 +107,7 @@ def measure(model: str, lines: int, workdir: Path, chunk: int, kind: str = "json
         "input_workers": "auto" if workers is None else workers,
         "written": written,
         "peak_RssAnon_GB": round(peak, 3),
+        "peak_RssAnon_with_workers_GB": round(peak_all, 3),
         "wall_s": round(seconds, 1),
         "items_per_s": round(lines / seconds),
     }
@@ -217,9 +229,13 @@ def main(argv: list[str] | None = None) -> None:
                 print(json.dumps(rows[-1]), flush=True)
     if args.host_only:
         return
-    print("| input | lines | input workers | peak RssAnon (GB) | wall (s) | items/s |\n|---|---:|---:|---:|---:|---:|")
+    print("| input | lines | input workers | peak RssAnon (GB) | with its workers | wall (s) | items/s |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['format']} | {r['lines']:,} | {r['input_workers']} | {r['peak_RssAnon_GB']} | {r['wall_s']} | {r['items_per_s']:,} |")
+        print(
+            f"| {r['format']} | {r['lines']:,} | {r['input_workers']} | {r['peak_RssAnon_GB']} | {r['peak_RssAnon_with_workers_GB']} "
+            f"| {r['wall_s']} | {r['items_per_s']:,} |"
+        )
 
 
 if __name__ == "__main__":

@@ -156,8 +156,16 @@ def test_resume_with_workers_continues_where_one_process_stopped(encoder, tmp_pa
     assert sum(len(c) for c in scorer.chunks) == len(lines) - 33  # the kept items were not tokenized again
 
 
-def test_by_default_workers_read_only_off_a_cpu():
-    """On a CPU the model has the cores, so a thread reads ahead; on an accelerator one worker per 4 cores, at most 4."""
-    assert auto_input_workers("cpu", 64) == 0
-    assert [auto_input_workers("gpu", cores) for cores in (2, 4, 8, 16, 64)] == [0, 1, 2, 4, 4]
-    assert auto_input_workers("tpu", 240) == 4
+def test_by_default_workers_read_only_large_inputs_off_a_cpu(tmp_path):
+    """On a CPU the model has the cores, so a thread reads ahead; on an accelerator one worker per 4
+    cores, at most 4, for inputs of 32 MiB or more (a worker takes seconds to start), or of unknown size."""
+    from omnidistill.score_file import AUTO_WORKERS_MIN_BYTES, input_bytes
+
+    large = AUTO_WORKERS_MIN_BYTES
+    assert auto_input_workers("cpu", 64, large) == 0
+    assert [auto_input_workers("gpu", cores, large) for cores in (2, 4, 8, 16, 64)] == [0, 1, 2, 4, 4]
+    assert auto_input_workers("tpu", 240, None) == 4 and auto_input_workers("gpu", 16, large - 1) == 0
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl.gz"
+    a.write_bytes(b"x" * 1000)
+    b.write_bytes(b"y" * 24)
+    assert input_bytes([a, b]) == 1024 and input_bytes([tmp_path / "gone.jsonl"]) is None
