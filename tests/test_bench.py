@@ -794,6 +794,7 @@ def test_bench_score_file_host_only_runs_score_with_fixed_scores(trained_tiny, r
     row = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert row["mode"] == "host-only" and row["lines"] == row["written"] == 300 and row["items_per_s"] > 0
     assert all(row[f"{part}_us_per_item"] > 0 for part in ("read", "tokenize", "write", "means"))
-    bench_score_file.main(["--tokenizer", str(repo_root / "assets" / "tiny-wordpiece"), "--host-only", "--lines", "100"])
-    row = json.loads(capsys.readouterr().out.splitlines()[-1])
-    assert row["lines"] == row["written"] == 100  # no model: a tokenizer folder and the default data settings
+    tokenizer = ["--tokenizer", str(repo_root / "assets" / "tiny-wordpiece")]  # no model: the default data settings
+    bench_score_file.main([*tokenizer, "--host-only", "--lines", "100", "--input-workers", "0", "1"])
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()[-2:]]
+    assert [(r["input_workers"], r["lines"], r["written"]) for r in rows] == [(0, 100, 100), (1, 100, 100)]

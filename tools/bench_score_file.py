@@ -86,8 +86,10 @@ def children(pid: int) -> list[int]:
 
 
 def measure(model: str, lines: int, workdir: Path, chunk: int, kind: str = "jsonl", workers: int | None = None) -> dict:
-    data, out = workdir / f"in-{lines}.{kind}", workdir / f"out-{lines}.jsonl"
-    replicate(data, lines)
+    data, out = workdir / f"in-{lines}.{kind}", workdir / f"out-{lines}-{workers}.jsonl"
+    if not data.exists():  # one input per size, for every --input-workers value
+        replicate(data, lines)
+    out.unlink(missing_ok=True)
     command = [sys.executable, "-m", "omnidistill", "score", "--model", model, "--input", str(data), "--output", str(out)]
     start = time.perf_counter()
     command += ["--chunk", str(chunk), *([] if workers is None else ["--input-workers", str(workers)])]
