@@ -5,10 +5,10 @@ line, checking it against the schema and tokenizing it take about 70 µs an item
 lock (docs/benchmarks.md, "score's host work alone"). Here this process reads only the files' lines
 (:attr:`~omnidistill.data.sources.StreamPass.units`: a JSONL line stays undecoded bytes), and worker
 processes decode, check and tokenize whole chunks of them (and apply the caller's ``render``, e.g.
-``score``'s output line heads); the chunks come back in the order they were read. The result is the same as reading the :class:`~omnidistill.data.sources.RecordStream` in
-this process and calling ``encoder.encode_inputs`` on each chunk of it: the same records, token ids,
-truncation counts, errors (raised when their chunk is taken, after every chunk before it), skipped
-counts and warnings.
+``score``'s output line heads); the chunks come back in the order they were read. The result is the
+same as reading the :class:`~omnidistill.data.sources.RecordStream` in this process and calling
+``encoder.encode_inputs`` on each chunk of it: the same records, token ids, truncation counts, errors
+(raised when their chunk is taken, after every chunk before it), skipped counts and warnings.
 
 Workers are started with ``spawn`` (a fork of a process that runs JAX's threads can deadlock), each
 with a copy of the encoder, and ignore Ctrl-C, which this process handles. At most ``workers + 1``
