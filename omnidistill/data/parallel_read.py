@@ -61,10 +61,43 @@ class _Prepared:
     skipped: int
     error: DataError | None
 
-    def encoded(self) -> EncodedInputs:
-        """The records' :class:`EncodedInputs`, as ``encoder.encode_inputs(records)`` gives them."""
-        ids = np.split(self.flat_ids, np.cumsum(self.lengths)[:-1]) if len(self.lengths) else []
-        return EncodedInputs(list(ids), self.full_lengths, self.truncated)
+    def ids(self) -> list[np.ndarray]:
+        """Each record's token ids (views of the flat array)."""
+        return list(np.split(self.flat_ids, np.cumsum(self.lengths)[:-1])) if len(self.lengths) else []
+
+
+class _Rechunker:
+    """The workers' chunks cut again into chunks of ``size`` valid records, where a pass in this process
+    cuts them: a chunk of read lines holds fewer records when some were skipped, and a chunk's batches
+    (so the padded lengths, so the float rounding of the scores) depend on which records it holds."""
+
+    def __init__(self, max_length: int, rendered: bool):
+        self.max_length = max_length
+        self.records: list[Record] = []
+        self.ids: list[np.ndarray] = []
+        self.full_lengths: list[int] = []
+        self.rendered: list[Any] | None = [] if rendered else None
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def add(self, prepared: _Prepared) -> None:
+        self.records += prepared.records
+        self.ids += prepared.ids()
+        self.full_lengths += prepared.full_lengths
+        if self.rendered is not None:
+            self.rendered += prepared.rendered
+
+    def take(self, n: int) -> tuple[list[Record], EncodedInputs, Any]:
+        """The first ``n`` records held, their :class:`EncodedInputs` (truncated: those over
+        ``max_length``, as ``encode_inputs`` counts them) and their part of ``render``'s lists."""
+        records, self.records = self.records[:n], self.records[n:]
+        ids, self.ids = self.ids[:n], self.ids[n:]
+        full, self.full_lengths = self.full_lengths[:n], self.full_lengths[n:]
+        rendered = None
+        if self.rendered is not None:
+            rendered, self.rendered = self.rendered[:n], self.rendered[n:]
+        return records, EncodedInputs(ids, full, sum(length > self.max_length for length in full)), rendered
 
 
 _SETTINGS: _Settings | None = None
@@ -122,8 +155,9 @@ def parallel_encoded_chunks(
     threads: int | None = None,
 ) -> Iterator[tuple[list[Record], EncodedInputs, Any]]:
     """(records, their :class:`EncodedInputs`, ``render(records)``) of the rest of ``stream_pass`` in
-    chunks of up to ``size`` items read, in order, decoded, checked, tokenized and rendered by ``workers``
-    processes (module docstring; ``render``: a module-level function, or None for None). ``threads``: the
+    chunks of ``size`` records (the last one shorter), the chunks a pass in this process makes, read in
+    order, decoded, checked, tokenized and rendered by ``workers`` processes (module docstring;
+    ``render``: a module-level function giving a list with an entry per record, or None). ``threads``: the
     tokenizer's threads in each worker (default: the cores shared out among the workers and this
     process). After the last chunk the pass is finished (:meth:`StreamPass.finish`): the stream's
     ``skipped`` and ``duplicate_ids`` are set as a pass in this process sets them."""
@@ -135,6 +169,7 @@ def parallel_encoded_chunks(
     chunks = _chunks_of(stream_pass.units, size)
     pending: deque[Future[_Prepared]] = deque()
     read_error: DataError | None = None
+    held = _Rechunker(encoder.max_length, rendered=render is not None)
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker, initargs=(settings,))
     try:
 
@@ -155,12 +190,15 @@ def parallel_encoded_chunks(
             prepared = pending.popleft().result()
             read_ahead()
             stream_pass.tally(prepared.records, prepared.skipped)
-            if prepared.error is not None:
+            if prepared.error is not None:  # the records held, less than a chunk, are lost with it, as in one process
                 raise prepared.error
-            if prepared.records:
-                yield prepared.records, prepared.encoded(), prepared.rendered
+            held.add(prepared)
+            while len(held) >= size:
+                yield held.take(size)
         if read_error is not None:
             raise read_error
+        if held:
+            yield held.take(len(held))
         stream_pass.finish()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

@@ -95,8 +95,9 @@ def scored(encoder, files, out: Path, workers: int, **options) -> tuple[dict, Id
 
 def test_workers_write_what_one_process_writes(encoder, tmp_path, caplog):
     """JSONL, bz2 and CSV inputs with invalid lines skipped, chunks of 7, kept and grouped fields of the
-    user's own, truncated inputs, a repeated id: lines, token ids, means and counts are the same with two
-    worker processes as read in this process; no worker is left running."""
+    user's own, truncated inputs, a repeated id: lines, chunks of token ids (7 valid records each, though
+    the workers read 7 lines at a time), means and counts are the same with two worker processes as read
+    in this process; no worker is left running."""
     files = inputs(tmp_path)
     with (tmp_path / "a.jsonl").open("a") as f:
         f.write(json.dumps(item(3)) + "\n")  # r3 again: warned about as in one process
@@ -109,7 +110,7 @@ def test_workers_write_what_one_process_writes(encoder, tmp_path, caplog):
         runs[workers] = (*scored(encoder, files, out, workers, **options), out.read_bytes(), warnings(caplog))
     (done0, scorer0, text0, logged0), (done2, scorer2, text2, logged2) = runs[0], runs[2]
     assert text2 == text0 and len(text0.splitlines()) == 39 + 17 + 13
-    assert [x for chunk in scorer2.chunks for x in chunk] == [x for chunk in scorer0.chunks for x in chunk]
+    assert scorer2.chunks == scorer0.chunks  # the same chunks (a model's batches, and so its float rounding, depend on them)
     assert done2["skipped"] == done0["skipped"] == 3 and done2["truncated"] == done0["truncated"] > 0
     assert done2["means"].as_dict() == done0["means"].as_dict() and set(done0["means"].as_dict()["by"]["system"]) == {
         "s0",
