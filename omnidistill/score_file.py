@@ -172,10 +172,10 @@ def drop_cut_line(output: Path) -> None:
 
 
 def encoded_chunks(
-    records: Iterator[Record], size: int, encoder: RecordEncoder, render: Callable[[list[Record]], Any] | None = None
+    records: Iterator[Record], size: int, encoder: RecordEncoder, render: Callable[[list[Record]], Any]
 ) -> Iterator[tuple[list[Record], EncodedInputs, Any]]:
-    """Chunks of ``size`` records with their token ids (``encoder.encode_inputs``) and ``render(records)``
-    (None without ``render``), in order. While the caller scores one chunk, the next is read and
+    """Chunks of ``size`` records with their token ids (``encoder.encode_inputs``) and ``render(records)``,
+    in order. While the caller scores one chunk, the next is read and
     tokenized in a worker thread: the tokenizer's Rust code runs without the GIL, so on an accelerator
     the host's input work overlaps the device's scoring instead of leaving it idle between chunks. Two
     chunks are held at most. An input error is raised when its chunk is taken, after the chunks before it."""
@@ -184,7 +184,7 @@ def encoded_chunks(
         chunk = list(islice(records, size))
         if not chunk:
             return chunk, None, None
-        return chunk, encoder.encode_inputs(chunk), render(chunk) if render else None
+        return chunk, encoder.encode_inputs(chunk), render(chunk)
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="score-input") as worker:
         ahead = worker.submit(read)
@@ -379,9 +379,8 @@ def score_file(
 
         bar = tqdm(desc="score", unit="item", initial=kept, dynamic_ncols=True)
     try:
-        chunks = closing(
-            input_chunks(stream_pass, records, chunk, scorer.encoder, input_workers)
-        )  # closed at an error too: the workers end first
+        # closed at an error too: the worker thread's or processes' reads end first
+        chunks = closing(input_chunks(stream_pass, records, chunk, scorer.encoder, input_workers))
         with output.open("a" if resuming else "w", encoding="utf-8") as f, chunks as encoded_input:
             for batch, encoded, heads in encoded_input:
                 predicted = scorer.predict(batch, encoded=encoded)

@@ -57,7 +57,6 @@ class _Prepared:
     flat_ids: np.ndarray
     lengths: np.ndarray
     full_lengths: list[int]
-    truncated: int
     skipped: int
     error: DataError | None
 
@@ -90,7 +89,8 @@ class _Rechunker:
 
     def take(self, n: int) -> tuple[list[Record], EncodedInputs, Any]:
         """The first ``n`` records held, their :class:`EncodedInputs` (truncated: those over
-        ``max_length``, as ``encode_inputs`` counts them) and their part of ``render``'s lists."""
+        ``max_length``, as ``encode_inputs`` counts them; a worker's count is of its own chunk) and
+        their part of ``render``'s lists."""
         records, self.records = self.records[:n], self.records[n:]
         ids, self.ids = self.ids[:n], self.ids[n:]
         full, self.full_lengths = self.full_lengths[:n], self.full_lengths[n:]
@@ -127,7 +127,7 @@ def _prepare(units: list[tuple[str, Any]]) -> _Prepared:
                 keep=settings.keep,
             )
         except DataError as err:
-            return _Prepared([], None, np.zeros(0, np.int32), np.zeros(0, np.int64), [], 0, skipped, err)
+            return _Prepared([], None, np.zeros(0, np.int32), np.zeros(0, np.int64), [], skipped, err)
         if record is None:
             skipped += 1
         else:
@@ -136,7 +136,7 @@ def _prepare(units: list[tuple[str, Any]]) -> _Prepared:
     lengths = np.array([len(x) for x in encoded.ids], np.int64)
     flat = np.concatenate(encoded.ids) if encoded.ids else np.zeros(0, np.int32)
     rendered = settings.render(records) if settings.render else None
-    return _Prepared(records, rendered, flat, lengths, encoded.full_lengths, encoded.truncated, skipped, None)
+    return _Prepared(records, rendered, flat, lengths, encoded.full_lengths, skipped, None)
 
 
 def _chunks_of(units: Iterator[tuple[str, Any]], size: int) -> Iterator[list[tuple[str, Any]]]:

@@ -425,11 +425,7 @@ class StreamPass:
         """:func:`checked_record` with the stream's options (None: skipped), counted."""
         stream = self.stream
         record = checked_record(where, obj, skip_invalid=stream.skip_invalid, require_labels=stream.require_labels, keep=stream.keep)
-        if record is None:
-            self.skipped += 1
-        else:
-            self.count += 1
-            self.ids.add(record.id)
+        self.tally(() if record is None else (record,), skipped=record is None)
         return record
 
     def tally(self, records: Sequence[Record], skipped: int = 0) -> None:
