@@ -241,22 +241,34 @@ def idle_gaps(records: list[dict]) -> dict:
     return {"long_gaps": long_n, "ms_in_long_gaps": round(long_us / 1e3, 3), "ms_in_short_gaps": round(short_us / 1e3, 3)}
 
 
+TIME_RESOLUTION_US = 0.001
+"""The resolution of a Chrome-format trace's times as ``jax.profiler`` writes them (microseconds with
+three decimals: nanoseconds)."""
+
+
 def _innermost(events: list[dict]) -> list[dict]:
     """The events that hold no other event of their line (process, thread). On the CPU a control-flow
     op (a ``while`` from ``lax.map`` or a scan) is an event that spans its body's ops, whose time would
     otherwise count twice; a GPU stream's kernels do not nest, so nothing is dropped there. An event
-    without a start time is kept."""
+    without a start time is kept.
+
+    An event holds another only if the other lies within it, to the trace's resolution
+    (:data:`TIME_RESOLUTION_US`): two ops run one after the other on a line, the second starting where
+    the first ends, can overlap by a rounding of their times (``ts + dur`` in binary floating point),
+    and the first is then not a control-flow op."""
     outer: set[int] = set()
     lines: dict[tuple, list[dict]] = collections.defaultdict(list)
     for e in events:
         if "ts" in e:
             lines[(e.get("pid"), e.get("tid"))].append(e)
     end = lambda e: float(e["ts"]) + float(e.get("dur", 0.0))
+    half = TIME_RESOLUTION_US / 2
+    within = lambda e, o: float(e["ts"]) < end(o) - half and end(e) <= end(o) + half
     for line in lines.values():
         line.sort(key=lambda e: (float(e["ts"]), -float(e.get("dur", 0.0))))
         open_: list[dict] = []
         for e in line:
-            while open_ and end(open_[-1]) <= float(e["ts"]):
+            while open_ and not within(e, open_[-1]):
                 open_.pop()
             if open_:
                 outer.add(id(open_[-1]))
