@@ -255,7 +255,20 @@ def test_bench_pipeline_compares_the_cache_with_tokenizing_on_the_fly(repo_root,
     monkeypatch.syspath_prepend(str(repo_root / "tools"))
     import bench_pipeline
 
-    args = ["--records", "300", "--batches", "4", "--packed-batches", "2", "--pack-length", "256", "--cache-dir", str(tmp_path)]
+    args = [
+        "--records",
+        "300",
+        "--batches",
+        "4",
+        "--packed-batches",
+        "2",
+        "--pack-length",
+        "256",
+        "--reader-batches",
+        "8",
+        "--cache-dir",
+        str(tmp_path),
+    ]
     capsys.readouterr()
     bench_pipeline.main(args)
     out = capsys.readouterr().out

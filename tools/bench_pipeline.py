@@ -10,8 +10,8 @@ Figures are host-side only (no model): real (non-padding) tokens per second and 
 of the batches a training process receives, the time ``omnidistill prepare`` takes for the file,
 and memory: the peak resident set of this process (which holds the records for the on-the-fly
 rows), and of a fresh training-side process that opens the split through the cache
-(``training_records``, which streams the file to check the fingerprint) and reads 500 batches, at
-``--records`` and at a tenth of them. That process's own memory (``RssAnon``: heap, no file pages)
+(``training_records``, which streams the file to check the fingerprint) and reads ``--reader-batches``
+(500) batches, at ``--records`` and at a tenth of them. That process's own memory (``RssAnon``: heap, no file pages)
 is flat in the number of records; its peak resident set also counts the cache pages it touched,
 which the kernel can drop.
 """
@@ -48,12 +48,12 @@ from omnidistill.config import load_config
 from omnidistill.data.tokenize import RecordEncoder
 from omnidistill.train.prepare import run_tokenizer
 from omnidistill.train.setup import training_batches, training_records
-cfg = load_config(sys.argv[1], sys.argv[2:])
+cfg = load_config(sys.argv[2], sys.argv[3:])
 encoder = RecordEncoder.from_config(run_tokenizer(cfg), cfg.data)
 start = time.perf_counter()
 cache, _ = training_records(cfg, encoder)
 opened = time.perf_counter() - start
-for _ in islice(training_batches(cfg, cache, encoder), 500):
+for _ in islice(training_batches(cfg, cache, encoder), int(sys.argv[1])):
     pass
 # /proc, not ru_maxrss: on Linux a child's ru_maxrss starts from its parent's resident set at fork.
 # VmHWM: peak resident set; RssAnon: the process's own (heap) memory, without the cache's file pages
@@ -89,9 +89,9 @@ def peak_rss_gb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)
 
 
-def cache_reader(config: str, overrides: list[str]) -> dict:
-    """A fresh process opening the training split through the cache and reading batches."""
-    done = subprocess.run([sys.executable, "-c", READER, config, *overrides], capture_output=True, text=True, check=False)
+def cache_reader(config: str, overrides: list[str], batches: int) -> dict:
+    """A fresh process opening the training split through the cache and reading ``batches`` batches."""
+    done = subprocess.run([sys.executable, "-c", READER, str(batches), config, *overrides], capture_output=True, text=True, check=False)
     if done.returncode:
         raise SystemExit(done.stderr[-3000:])
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batches", type=int, default=2000, help="batches timed per bucketed measurement")
     parser.add_argument("--packed-batches", type=int, default=300)
     parser.add_argument("--pack-length", type=int, default=512)
+    parser.add_argument("--reader-batches", type=int, default=500, help="batches each cache reader process reads")
     parser.add_argument("--cache-dir", default=None, help="token cache folder (default: a temporary one)")
     args = parser.parse_args(argv)
 
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     tenth = replicate(work / "tenth.jsonl", max(args.batch, args.records // 10))
     cached_examples(RecordStream(tenth), encoder, cache_dir, split="train")  # the reader finds both caches built
     for n, path in ((args.records, data), (max(args.batch, args.records // 10), tenth)):
-        reader = cache_reader(args.config, [*overrides, f"data.train=[{path}]"])
+        reader = cache_reader(args.config, [*overrides, f"data.train=[{path}]"], args.reader_batches)
         what = f"cache reader process, {n:,} records (open: stream + fingerprint)"
         rows.append({"what": what, "seconds": reader["open_s"], "peak_rss_gb": reader["VmHWM"], "anon_gb": reader["RssAnon"]})
     shutil.rmtree(work, ignore_errors=True)  # the replicated files, and the cache unless --cache-dir named one
