@@ -38,15 +38,24 @@ def input_path(path: str | os.PathLike) -> epath.Path:
     return epath.Path(path)
 
 
+def filesystem_package(path: str | os.PathLike) -> tuple[str, str] | None:
+    """A bucket URL's scheme and the package its filesystem needs (``("gs://", "gcsfs")``); None for a
+    local path, ``(scheme, "the filesystem package")`` for another URL."""
+    text = str(path)
+    if "://" not in text:
+        return None
+    scheme = next((s for s in _PACKAGES if text.startswith(s)), text.split("://", 1)[0] + "://")
+    return scheme, _PACKAGES.get(scheme, "the filesystem package")
+
+
 def is_file(path: str | os.PathLike) -> bool:
     """Whether ``path`` is an existing file; a bucket URL whose filesystem package is missing is an error."""
     p = input_path(path)
     try:
         return p.is_file()
     except ImportError as err:
-        scheme = next((s for s in _PACKAGES if str(path).startswith(s)), "")
-        package = _PACKAGES.get(scheme, "the filesystem package")
-        raise StorageError(f"{path}: reading {scheme or 'this'} paths needs {package} (pip install {package}): {err}") from None
+        scheme, package = filesystem_package(path) or ("this", "the filesystem package")
+        raise StorageError(f"{path}: reading {scheme} paths needs {package} (pip install {package}): {err}") from None
 
 
 def relative_path_note(path: str | os.PathLike) -> str | None:
