@@ -8,6 +8,7 @@ import logging
 import sys
 from collections.abc import Callable
 
+from omnidistill import compile_cache
 from omnidistill.config import ConfigError, limits
 
 PACK_HELP = "pack items into rows of N tokens (several per row, same scores; 0: one padded item per row; default: {default})"
@@ -562,8 +563,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+COMPILING = ("train", "eval", "score", "sweep", "export", "import")
+"""The commands that compile JAX programs: they use XLA's persistent compilation cache (:mod:`omnidistill.compile_cache`)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in COMPILING:
+        compile_cache.configure()  # before JAX is imported
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("absl", "orbax", "jax._src"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
