@@ -833,3 +833,36 @@ def test_bench_score_file_host_only_runs_score_with_fixed_scores(trained_tiny, r
     bench_score_file.main([*tokenizer, "--host-only", "--lines", "100", "--input-workers", "0", "1"])
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()[-2:]]
     assert [(r["input_workers"], r["lines"], r["written"]) for r in rows] == [(0, 100, 100), (1, 100, 100)]
+
+
+def test_bench_compile_cache_alternates_off_and_warm_and_compares_their_outputs(repo_root, monkeypatch, capsys):
+    """The tool's runs and summary, with a stand-in for the ``omnidistill`` process: a run with the
+    cache writes an entry into it, and each run writes its output (the warm ones, optionally, other bytes)."""
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    import bench_compile_cache
+
+    order = []
+
+    def fake_run(changed: bool):
+        def run(command, out, cache):
+            mode = "off" if cache is None else ("cold" if not cache.exists() else "warm")
+            order.append(mode)
+            if cache is not None:
+                cache.mkdir(parents=True, exist_ok=True)
+                (cache / "jit_predict-abc-cache").write_bytes(b"x" * 2048)
+            out.write_text("changed" if changed and mode == "warm" else "scores")
+            return {"cold": 5.0, "off": 3.0 + len(order) / 100, "warm": 2.0}[mode]
+
+        return run
+
+    for changed in (False, True):
+        order.clear()
+        monkeypatch.setattr(bench_compile_cache, "run", fake_run(changed))
+        monkeypatch.setattr(sys, "argv", ["bench_compile_cache.py", "--repeat", "2", "--", "score", "--output", "{out}"])
+        bench_compile_cache.main()
+        lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert order == ["cold", "off", "warm", "off", "warm"] and [r["mode"] for r in lines[:-1]] == order
+        summary = lines[-1]
+        assert summary["command"] == "score --output {out}" and summary["cold_s"] == 5.0
+        assert summary["off_s"] == 3.03 and summary["warm_s"] == 2.0 and summary["off_over_warm"] == 1.52  # medians of 3.02, 3.04
+        assert summary["entries"] == 1 and summary["same_output"] is (not changed)

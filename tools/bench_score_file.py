@@ -31,6 +31,7 @@ import argparse
 import csv
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -93,7 +94,9 @@ def measure(model: str, lines: int, workdir: Path, chunk: int, kind: str = "json
     command = [sys.executable, "-m", "omnidistill", "score", "--model", model, "--input", str(data), "--output", str(out)]
     start = time.perf_counter()
     command += ["--chunk", str(chunk), *([] if workers is None else ["--input-workers", str(workers)])]
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # every run compiles its programs, as before the CLI kept them (omnidistill/compile_cache.py), so that runs compare alike
+    env = {**os.environ, "OMNIDISTILL_COMPILE_CACHE": "off"}
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     peak = peak_all = 0.0
     while proc.poll() is None:
         own = rss_anon_gb(proc.pid) or 0.0
