@@ -13,6 +13,7 @@ import pytest
 
 GCLOUD = r"""#!/usr/bin/env bash
 printf '%s\n' "$*" >> "$STUB/calls"
+prev=""; for a in "$@"; do [[ "$prev" == --command ]] && printf '%s\n' "$a" >> "$STUB/commands"; prev=$a; done
 if [[ -n "${STUB_FAIL:-}" && "$*" == *"$STUB_FAIL"* ]]; then echo "ERROR: (gcloud) stub refuses: $*" >&2; exit 1; fi
 case "$*" in
   "compute tpus queued-resources describe"*)
@@ -179,3 +180,23 @@ def test_worker_setup_builds_a_python_3_11_plus_environment_with_uv(repo_root, t
         f"uv venv --allow-existing --python 3.12 {venv}",
         f"uv pip install --python {venv}/bin/python -e {repo_root}[gcs] jax[tpu]",
     ]
+
+
+def test_a_shared_compilation_cache_reaches_the_training_process_of_every_worker(repo_root, stub, tmp_path):
+    """The ssh command, run as a worker's shell runs it (a stand-in ``omnidistill`` in the worker's venv
+    prints what it got), trains with ``OMNIDISTILL_COMPILE_CACHE`` set to the bucket; without the option,
+    the variable is not set."""
+    worker = tmp_path / "worker"
+    (worker / "omnidistill").mkdir(parents=True)
+    fake = worker / "omnidistill-venv" / "bin" / "omnidistill"
+    fake.parent.mkdir(parents=True)
+    fake.write_text('#!/usr/bin/env bash\necho "cache=${OMNIDISTILL_COMPILE_CACHE-unset} args=$*"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    for extra, expected in ((["--compile-cache", "gs://b/xla cache"], "cache=gs://b/xla cache"), ([], "cache=unset")):
+        (stub / "exists").touch()  # the TPU VM is there already
+        done, _ = launch(repo_root, stub, "--skip-install", *extra)
+        assert done.returncode == 0, done.stderr
+        command = (stub / "commands").read_text().splitlines()[-1]
+        env = {"PATH": os.environ["PATH"], "HOME": str(worker)}
+        ran = subprocess.run(["bash", "-c", command], cwd=worker, env=env, capture_output=True, text=True, timeout=30)
+        assert ran.stdout.strip() == f"{expected} args=train configs/tiny.yaml", ran.stderr

@@ -23,6 +23,10 @@
 #   --stage GS_PREFIX      copy this checkout's data/ and configs/ to GS_PREFIX first (gcloud storage
 #                          rsync); then name them as GS_PREFIX/data/... and GS_PREFIX/configs/...
 #   --skip-install         do not copy and install the project (reuse what is on the workers)
+#   --compile-cache URL    XLA's compilation cache in storage every worker reads, e.g. gs://BUCKET/xla:
+#                          worker 0 writes the compiled programs and a later run on any worker loads
+#                          them (default: each worker's own ~/.cache/omnidistill/xla, which only
+#                          worker 0 fills; omnidistill/compile_cache.py)
 #   --dry-run              print the commands instead of running them
 # Everything after `--` is the training config and its overrides; gs:// paths are read directly.
 # train.output_dir should be on storage every worker shares (a gcsfuse mount or NFS).
@@ -31,7 +35,7 @@ set -euo pipefail
 source "$(dirname "$0")/../common.sh"
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 
-NAME="" ZONE="" ACCEL="" VERSION="" PROJECT="" CREATE=0 QUEUED=0 SPOT=0 INSTALL=1 PY=3.12 STAGE="" TIMEOUT=86400
+NAME="" ZONE="" ACCEL="" VERSION="" PROJECT="" CREATE=0 QUEUED=0 SPOT=0 INSTALL=1 PY=3.12 STAGE="" TIMEOUT=86400 CACHE=""
 POLL=${OMNIDISTILL_POLL_SECONDS:-30}
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -47,6 +51,7 @@ while [[ $# -gt 0 ]]; do
     --python) PY=$2; shift 2 ;;
     --stage) STAGE=${2%/}; shift 2 ;;
     --skip-install) INSTALL=0; shift ;;
+    --compile-cache) CACHE=$2; shift 2 ;;
     --dry-run) DRY_RUN=1; shift ;;
     -h|--help) usage ;;
     --) shift; break ;;
@@ -124,4 +129,6 @@ if [[ "$INSTALL" == 1 ]]; then
   run "${GC[@]}" tpu-vm scp "$ARCHIVE" "$NAME:omnidistill-src.tar.gz" --zone "$ZONE" --worker=all "${PROJ[@]}"
   run "${SSH[@]}" --command "mkdir -p omnidistill && tar -xzf omnidistill-src.tar.gz -C omnidistill && bash omnidistill/launch/tpu/worker_setup.sh \$HOME/omnidistill $VENV $PY"
 fi
-run "${SSH[@]}" --command "cd omnidistill && $VENV/bin/$(quoted_train_command "$@")"
+CACHE_ENV=""
+[[ -z "$CACHE" ]] || CACHE_ENV="OMNIDISTILL_COMPILE_CACHE=$(shell_word "$CACHE") "
+run "${SSH[@]}" --command "cd omnidistill && $CACHE_ENV$VENV/bin/$(quoted_train_command "$@")"
