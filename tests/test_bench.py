@@ -844,7 +844,7 @@ def test_bench_compile_cache_alternates_off_and_warm_and_compares_their_outputs(
     order = []
 
     def fake_run(changed: bool):
-        def run(command, out, cache):
+        def run(command, out, cache, model=None):
             mode = "off" if cache is None else ("cold" if not cache.exists() else "warm")
             order.append(mode)
             if cache is not None:
@@ -866,3 +866,20 @@ def test_bench_compile_cache_alternates_off_and_warm_and_compares_their_outputs(
         assert summary["command"] == "score --output {out}" and summary["cold_s"] == 5.0
         assert summary["off_s"] == 3.03 and summary["warm_s"] == 2.0 and summary["off_over_warm"] == 1.52  # medians of 3.02, 3.04
         assert summary["entries"] == 1 and summary["same_output"] is (not changed)
+
+
+def test_bench_compile_cache_builds_a_bert_case_that_omnidistill_and_transformers_load(repo_root, tmp_path, monkeypatch):
+    """``--bert-case``'s folder: the case's layer shapes (here cut to two small layers), the tiny
+    tokenizer's vocabulary, four labels, and one the CLI's loader reads as a BERT model."""
+    monkeypatch.syspath_prepend(str(repo_root / "tools"))
+    import bench_compile_cache
+    from transformers import AutoConfig
+
+    from omnidistill.models.loader import load_tokenizer
+
+    folder = bench_compile_cache.bert_classifier("mbert", tmp_path / "m", num_hidden_layers=2, hidden_size=48, intermediate_size=96)
+    config = AutoConfig.from_pretrained(folder)
+    assert (config.model_type, config.num_labels, config.num_hidden_layers, config.num_attention_heads) == ("bert", 4, 2, 12)
+    assert config.vocab_size == len(load_tokenizer(str(folder))) == len(load_tokenizer(str(repo_root / "assets" / "tiny-wordpiece")))
+    with pytest.raises(SystemExit, match="not a BERT one"):
+        bench_compile_cache.bert_classifier("deberta-v3-base", tmp_path / "d")

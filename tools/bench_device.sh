@@ -34,6 +34,9 @@
 # first run; last, the kernels and biases cast per call (lever kernels-cast-per-call).
 # hostwork (not in all; no GPU needed, the machine's cores): score's host work alone with its input
 # read in 0, 2 and 4 worker processes (score --input-workers), about 45 s: a second call after gaps.
+# cache (not in all; about 2 minutes, with hostwork in the second call): `omnidistill score` of a random
+# mBERT-shaped classifier on the sample, in fresh processes with the compilation cache off, cold and
+# warm (tools/bench_compile_cache.py --bert-case mbert --repeat 1): what a second score saves here.
 set -euo pipefail
 stages="${1:-all}"
 only="${2:-}"
@@ -81,6 +84,10 @@ fi
 if [[ ",$stages," == *",hostwork,"* ]]; then
   # score's host work alone with the input read in 0, 2 and 4 worker processes: does --input-workers lift the host bound?
   python3 tools/bench_score_file.py --tokenizer assets/tiny-wordpiece --host-only --lines 100000 --input-workers 0 2 4 | tee "$out/score_host_workers.jsonl"
+fi
+if [[ ",$stages," == *",cache,"* ]]; then
+  python3 tools/bench_compile_cache.py --bert-case mbert --repeat 1 -- score --model '{model}' --input data/sample/test.jsonl \
+    --output '{out}' | tee "$out/compile_cache.jsonl"
 fi
 if [[ ",$stages," == *",pairs,"* ]]; then
   cases="${only#--only=}"
