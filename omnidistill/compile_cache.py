@@ -41,8 +41,9 @@ from pathlib import Path
 
 ENV = "OMNIDISTILL_COMPILE_CACHE"
 OFF = ("off", "0", "false", "no", "none")
-DEFAULT_MAX_BYTES = 8 * 2**30
-"""The cap of a local cache folder (8 GiB: a few hundred compiled training and scoring programs)."""
+DEFAULT_MAX_BYTES = 4 * 2**30
+"""The cap of a local cache folder (4 GiB: hundreds of compiled training and scoring programs, and well
+under a cluster's usual home-folder quota)."""
 DEFAULT_MIN_COMPILE_SECONDS = 0.25
 """Programs compiled faster than this are not kept (JAX's own default, 1 s, would leave out most of a
 CPU's scoring shapes: docs/benchmarks.md, "Compilation cache")."""
