@@ -102,7 +102,11 @@ def configure(environ: MutableMapping[str, str] | None = None) -> str | None:
     chosen = environ.get(ENV, "").strip()
     if chosen.lower() in OFF:
         return None
-    root = chosen or str(default_folder(environ))
+    try:
+        root = chosen or str(default_folder(environ))
+    except RuntimeError as err:  # no home folder to be found (HOME unset, no user entry)
+        print(f"omnidistill: compilation cache off: {err}; set {ENV} to a folder, or to off", file=sys.stderr)
+        return None
     remote = "://" in root
     folder = f"{root.rstrip('/')}/{host_kind()}" if remote else str(Path(root).expanduser() / host_kind())
     if (why := _writable(folder)) is not None:

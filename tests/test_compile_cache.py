@@ -71,6 +71,16 @@ def test_a_folder_that_cannot_be_written_turns_the_cache_off_and_says_so(tmp_pat
     assert "compilation cache off" in err and str(tmp_path / "file" / "xla") in err and ENV in err
 
 
+def test_without_a_home_folder_the_cache_is_off_and_says_where_to_put_it(monkeypatch, capsys):
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    environ: dict[str, str] = {}
+    assert configure(environ) is None and environ == {}
+    assert "Could not determine home directory" in capsys.readouterr().err
+
+
 def test_the_host_kind_follows_the_cpus_instruction_set_not_its_clock():
     kind = host_kind(CPUINFO, "x86_64")
     assert kind.startswith("x86_64-") and len(kind) == len("x86_64-") + 12
