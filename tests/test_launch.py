@@ -1,5 +1,8 @@
 """Launch scripts: their --dry-run prints exactly the gcloud / xpk / sbatch / process commands."""
 
+import os
+import shlex
+import stat
 import subprocess
 
 import pytest
@@ -86,6 +89,23 @@ def test_xpk_multislice(repo_root):
         "+ xpk workload create --cluster c --workload w --tpu-type v5p-128 --num-slices 2 --docker-image img:1 --command"
     )
     assert "mesh.dcn_data=2" in line
+
+
+def test_xpk_gives_the_containers_training_process_the_shared_compilation_cache(repo_root, tmp_path):
+    """The workload's --command, run by a shell as the container runs it (a stand-in ``omnidistill`` on
+    the PATH prints what it got): with --compile-cache it trains with OMNIDISTILL_COMPILE_CACHE set."""
+    fake = tmp_path / "bin" / "omnidistill"
+    fake.parent.mkdir()
+    fake.write_text('#!/usr/bin/env bash\necho "cache=${OMNIDISTILL_COMPILE_CACHE-unset} args=$*"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    base = ["--cluster", "c", "--workload", "w", "--tpu-type", "v5p-8", "--image", "img:1", "--dry-run"]
+    for extra, expected in ((["--compile-cache", "gs://b/xla cache"], "cache=gs://b/xla cache"), ([], "cache=unset")):
+        (line,) = dry(repo_root, "tpu/xpk.sh", *base, *extra, "--", "configs/mbert.yaml", "mesh.fsdp=4")
+        words = shlex.split(line[2:])
+        command = words[words.index("--command") + 1]
+        env = {"PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}"}
+        ran = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True, timeout=30)
+        assert ran.stdout.strip() == f"{expected} args=train configs/mbert.yaml mesh.fsdp=4", ran.stderr
 
 
 def test_xpk_builds_the_shipped_dockerfile_and_runs_that_image(repo_root):

@@ -8,14 +8,16 @@
 #
 # Options: --cluster, --workload, --tpu-type, --image (required); --build builds and pushes --image
 # from launch/tpu/Dockerfile first (docker must be logged in to the registry: gcloud auth
-# configure-docker); --num-slices N (default 1); --project, --zone (passed to xpk); --dry-run prints
-# the commands instead of running them.
+# configure-docker); --num-slices N (default 1); --project, --zone (passed to xpk); --compile-cache
+# URL puts XLA's compilation cache in storage every host reads, e.g. gs://BUCKET/xla (host 0 writes it,
+# a later run on any host loads it; omnidistill/compile_cache.py); --dry-run prints the commands
+# instead of running them.
 set -euo pipefail
 # shellcheck source=launch/common.sh
 source "$(dirname "$0")/../common.sh"
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 
-CLUSTER="" WORKLOAD="" TPU="" IMAGE="" SLICES=1 BUILD=0 EXTRA=()
+CLUSTER="" WORKLOAD="" TPU="" IMAGE="" SLICES=1 BUILD=0 EXTRA=() CACHE=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --cluster) CLUSTER=$2; shift 2 ;;
@@ -25,6 +27,7 @@ while [[ $# -gt 0 ]]; do
     --build) BUILD=1; shift ;;
     --num-slices) SLICES=$2; shift 2 ;;
     --project|--zone) EXTRA+=("$1" "$2"); shift 2 ;;
+    --compile-cache) CACHE=$2; shift 2 ;;
     --dry-run) DRY_RUN=1; shift ;;
     -h|--help) usage ;;
     --) shift; break ;;
@@ -38,4 +41,4 @@ if [[ "$BUILD" == 1 ]]; then
   run docker push "$IMAGE"
 fi
 run xpk workload create --cluster "$CLUSTER" --workload "$WORKLOAD" --tpu-type "$TPU" --num-slices "$SLICES" \
-  --docker-image "$IMAGE" "${EXTRA[@]}" --command "$(quoted_train_command "$@")"
+  --docker-image "$IMAGE" "${EXTRA[@]}" --command "${CACHE:+OMNIDISTILL_COMPILE_CACHE=$(shell_word "$CACHE") }$(quoted_train_command "$@")"
