@@ -44,3 +44,9 @@ quoted_train_command() {
   done
   echo "$out"
 }
+
+# `OMNIDISTILL_COMPILE_CACHE=URL ` (quoted for a remote shell, with its space) to put before a remote
+# command, or nothing when URL is empty: the --compile-cache of the TPU scripts (omnidistill/compile_cache.py).
+compile_cache_env() {
+  [[ -z "$1" ]] || printf 'OMNIDISTILL_COMPILE_CACHE=%s ' "$(shell_word "$1")"
+}

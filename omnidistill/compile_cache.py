@@ -4,8 +4,9 @@
 lengths of ``tools/bench_score.py --varlen``, about 4 s each on an H200: docs/benchmarks.md), and
 ``train`` compiles its step and its dev evaluation, all again in every process. JAX can keep the
 compiled executables on disk and load them the next time the same program is compiled; the CLI turns
-that on (:func:`configure`, before JAX is imported), so a second ``score`` of the same model, an ``eval``
-after training, ``train --resume`` or the runs of a sweep load what an earlier process compiled.
+that on (:func:`configure`, before JAX is imported), so a second ``score`` of the same model, ``eval``
+again, ``train --resume`` or the seeds of a sweep load what an earlier process compiled (``eval`` right
+after ``train`` compiles its own programs: training's dev evaluation runs on the training mesh).
 
 Where it goes, read from the environment:
 

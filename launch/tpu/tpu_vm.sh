@@ -129,6 +129,4 @@ if [[ "$INSTALL" == 1 ]]; then
   run "${GC[@]}" tpu-vm scp "$ARCHIVE" "$NAME:omnidistill-src.tar.gz" --zone "$ZONE" --worker=all "${PROJ[@]}"
   run "${SSH[@]}" --command "mkdir -p omnidistill && tar -xzf omnidistill-src.tar.gz -C omnidistill && bash omnidistill/launch/tpu/worker_setup.sh \$HOME/omnidistill $VENV $PY"
 fi
-CACHE_ENV=""
-[[ -z "$CACHE" ]] || CACHE_ENV="OMNIDISTILL_COMPILE_CACHE=$(shell_word "$CACHE") "
-run "${SSH[@]}" --command "cd omnidistill && $CACHE_ENV$VENV/bin/$(quoted_train_command "$@")"
+run "${SSH[@]}" --command "cd omnidistill && $(compile_cache_env "$CACHE")$VENV/bin/$(quoted_train_command "$@")"

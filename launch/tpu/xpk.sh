@@ -41,4 +41,4 @@ if [[ "$BUILD" == 1 ]]; then
   run docker push "$IMAGE"
 fi
 run xpk workload create --cluster "$CLUSTER" --workload "$WORKLOAD" --tpu-type "$TPU" --num-slices "$SLICES" \
-  --docker-image "$IMAGE" "${EXTRA[@]}" --command "${CACHE:+OMNIDISTILL_COMPILE_CACHE=$(shell_word "$CACHE") }$(quoted_train_command "$@")"
+  --docker-image "$IMAGE" "${EXTRA[@]}" --command "$(compile_cache_env "$CACHE")$(quoted_train_command "$@")"
