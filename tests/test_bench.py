@@ -193,12 +193,15 @@ def test_bench_scorer_cpu_builds_deberta_and_scores_as_transformers(repo_root, m
 
 def test_bench_deberta_cpu_times_both_sides_by_phase(repo_root, monkeypatch, capsys):
     """``bench_deberta_cpu.py --phases`` times each side's training step, forward pass and forward plus
-    backward pass; ``--config`` reshapes the encoder (here to tiny widths, seconds; batch 8 for the suite's 8 devices)."""
+    backward pass; ``--config`` reshapes the encoder (here to tiny widths, seconds; batch 8 for the suite's 8 devices).
+    ``--ceiling`` times one feed-forward block on each side, and both compute the same gradients (a
+    tanh GELU on one side would differ by about 1e-5 here)."""
     monkeypatch.syspath_prepend(str(repo_root / "tools"))
     import bench_deberta_cpu
 
     tiny = {"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}
-    argv = ["bench_deberta_cpu.py", "--layers", "1", "--vocab", "300", "--seq", "16", "--batch", "8", "--steps", "1", "--phases"]
+    argv = ["bench_deberta_cpu.py", "--layers", "1", "--vocab", "300", "--seq", "16", "--batch", "8", "--steps", "1"]
+    argv += ["--phases", "--ceiling"]
     monkeypatch.setattr(sys, "argv", [*argv, "--config", json.dumps(tiny)])
     capsys.readouterr()
     bench_deberta_cpu.main()
@@ -208,6 +211,8 @@ def test_bench_deberta_cpu_times_both_sides_by_phase(repo_root, monkeypatch, cap
         assert all(row[f"{side}_{phase}_s"] > 0 for phase in ("step", "forward", "forward_backward")), row
     assert row["ratio"] == pytest.approx(row["pytorch_step_s"] / row["omnidistill_step_s"], abs=0.01)
     assert row["ratio_median"] > 0  # one pair of steps here: its ratio (the pairing is pinned below)
+    assert row["ceiling_max_grad_diff"] < 1e-6
+    assert row["ceiling_ratio"] == pytest.approx(row["ceiling_pytorch_s"] / row["ceiling_omnidistill_s"], rel=0.02)
 
 
 def test_bench_deberta_cpu_alternates_the_sides_in_each_round(repo_root, monkeypatch):

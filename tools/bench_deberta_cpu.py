@@ -1,7 +1,7 @@
 """DeBERTa-v3 training step on CPU, omnidistill against PyTorch ``DebertaV2Model`` at the same shapes.
 
     python tools/bench_deberta_cpu.py [--layers 4] [--batch 4] [--seq 256] [--vocab 32000] [--steps 3] [--attention auto]
-        [--layout auto|cpu|accelerator] [--phases] [--config JSON]
+        [--layout auto|cpu|accelerator] [--phases] [--ceiling] [--config JSON]
 
 The CPU proxy for DeBERTa's GPU MFU: both sides run the same DeBERTa-v3-base layer shapes (hidden 768,
 12 heads, 256 position buckets, shared c2p/p2c keys; fewer layers and a smaller vocabulary, so that a
@@ -18,6 +18,11 @@ training) and its forward and backward pass without the optimizer (``*_forward_s
 ``*_forward_backward_s``), to tell where a gap lies. ``--config`` overrides fields of the Hugging
 Face config, e.g. ``'{"relative_attention": false, "pos_att_type": []}'`` for the same encoder
 without its position terms.
+``--ceiling`` also times one feed-forward block of the same widths (dense, exact GELU, dense, over
+the batch's ``batch x seq`` tokens; forward and backward, no model code on either side: ``jax.numpy``
+against ``torch``), alternated as the steps are: ``ceiling_ratio`` is the ratio that matmul-bound
+work reaches on this CPU's kernels (XLA's against MKL's), which bounds what the step's ratio can
+reach, and ``ceiling_max_grad_diff`` shows that both sides computed the same gradients.
 """
 
 from __future__ import annotations
@@ -71,6 +76,43 @@ def ours_runs(hf: dict, batch: dict[str, np.ndarray], attention: str, phases: bo
         runs["forward"] = lambda: jax.block_until_ready(forward(box[0].params, data))
         runs["forward_backward"] = lambda: jax.block_until_ready(backward(box[0].params, data))
     return runs
+
+
+def ceiling_runs(hf: dict, tokens: int) -> tuple[dict[str, Callable[[], None]], float]:
+    """One feed-forward block of ``hf``'s widths over ``tokens`` rows, forward and backward (the mean
+    square of its output as the loss; gradients of the input, weights and biases), on each side with
+    the same float32 arrays; and the largest difference between the two sides' gradients."""
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    width, inner = hf["hidden_size"], hf["intermediate_size"]
+    rng = np.random.default_rng(0)
+    arrays = [
+        rng.standard_normal((tokens, width)),
+        rng.standard_normal((width, inner)) / np.sqrt(width),
+        rng.standard_normal(inner) * 0.1,
+        rng.standard_normal((inner, width)) / np.sqrt(inner),
+        rng.standard_normal(width) * 0.1,
+    ]
+    arrays = [a.astype(np.float32) for a in arrays]
+
+    def block(x, w_in, b_in, w_out, b_out):
+        return jnp.mean((jax.nn.gelu(x @ w_in + b_in, approximate=False) @ w_out + b_out) ** 2)
+
+    grad = jax.jit(jax.grad(block, argnums=tuple(range(len(arrays)))))
+    ours_in = [jnp.asarray(a) for a in arrays]
+    theirs_in = [torch.tensor(a, requires_grad=True) for a in arrays]
+
+    def theirs() -> list:
+        for t in theirs_in:
+            t.grad = None
+        x, w_in, b_in, w_out, b_out = theirs_in
+        torch.mean((torch.nn.functional.gelu(x @ w_in + b_in) @ w_out + b_out) ** 2).backward()
+        return [t.grad for t in theirs_in]
+
+    diff = max(float(np.max(np.abs(np.asarray(a) - b.numpy()))) for a, b in zip(grad(*ours_in), theirs(), strict=True))
+    return {"omnidistill": lambda: jax.block_until_ready(grad(*ours_in)), "pytorch": theirs}, diff
 
 
 def alternate(sides: dict[str, Callable[[], None]], steps: int) -> dict[str, list[float]]:
@@ -131,6 +173,7 @@ def main() -> None:
     p.add_argument("--side", choices=["both", "ours", "torch"], default="both")
     p.add_argument("--layout", choices=["auto", "cpu", "accelerator"], default="auto", help="the position scores' layout on our side")
     p.add_argument("--phases", action="store_true", help="also time the forward pass and the forward-backward pass on each side")
+    p.add_argument("--ceiling", action="store_true", help="also time one feed-forward block of these widths on each side")
     p.add_argument("--config", type=json.loads, default={}, help="Hugging Face config fields to override (JSON)")
     args = p.parse_args()
     if args.layout != "auto":
@@ -156,6 +199,12 @@ def main() -> None:
             out["ratio"] = round(out["pytorch_step_s"] / out["omnidistill_step_s"], 2)
             out["ratio_median"] = round(float(np.median(np.divide(times["pytorch"], times["omnidistill"]))), 2)
             out["target_ratio"] = 1.0
+    if args.ceiling:
+        sides, out["ceiling_max_grad_diff"] = ceiling_runs(hf, args.batch * args.seq)
+        times = alternate(sides, args.steps)
+        best = {side: min(seconds) for side, seconds in times.items()}
+        out |= {f"ceiling_{side}_s": round(seconds, 6) for side, seconds in best.items()}
+        out["ceiling_ratio"] = round(best["pytorch"] / best["omnidistill"], 2)
     print(json.dumps(out))
 
 
