@@ -97,8 +97,11 @@ def varlen_records(tokenizer, count: int) -> list:
     ]
 
 
-def torch_scores(folder: Path, texts: list[str], batch_size: int, max_length: int) -> tuple[np.ndarray, float]:
-    """Scores in input order and the seconds of one timed pass (sorted by token count)."""
+def torch_scores(folder: Path, texts: list[str], batch_size: int, max_length: int, bf16: bool = False) -> tuple[np.ndarray, float]:
+    """Scores in input order and the seconds of one timed pass (sorted by token count); ``bf16``: under
+    ``torch.autocast`` in bfloat16, as a PyTorch user scores in bf16 on a CPU."""
+    import contextlib
+
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -109,11 +112,12 @@ def torch_scores(folder: Path, texts: list[str], batch_size: int, max_length: in
         lengths = [len(ids) for ids in tok(texts, truncation=True, max_length=max_length)["input_ids"]]
         order = np.argsort(lengths, kind="stable")
         out = np.zeros((len(texts), 4), np.float32)
-        with torch.inference_mode():
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+        with torch.inference_mode(), autocast:
             for start in range(0, len(texts), batch_size):
                 rows = order[start : start + batch_size]
                 enc = tok([texts[i] for i in rows], truncation=True, max_length=max_length, padding=True, return_tensors="pt")
-                out[rows] = (1 + 4 * torch.sigmoid(model(**enc).logits)).numpy()
+                out[rows] = (1 + 4 * torch.sigmoid(model(**enc).logits.float())).numpy()
         return out
 
     one_pass()  # warm-up
@@ -193,6 +197,12 @@ def main() -> None:
         metavar="N,N",
         help="also time PyTorch at these batch sizes and report the ratio against its fastest",
     )
+    p.add_argument(
+        "--compute-dtype",
+        choices=["float32", "bfloat16"],
+        default="float32",
+        help="both sides compute in this dtype: the Scorer's eval.compute_dtype, PyTorch under torch.autocast for bfloat16",
+    )
     p.add_argument("--shapes", action="store_true", help="instead: one forward pass at fixed shapes (32x64, 32x128, 32x256, 8x512)")
     args = p.parse_args()
     if args.shapes:
@@ -207,22 +217,23 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = model_folder(args.model, Path(tmp))
-        scorer = Scorer.load(folder, batch_size=args.batch_size)
+        scorer = Scorer.load(folder, batch_size=args.batch_size, compute_dtype=args.compute_dtype)
         scorer = dataclasses.replace(scorer, length_step=args.length_step, pack_length=args.pack_length, batch_tokens=args.batch_tokens)
         records = varlen_records(scorer.tokenizer, args.varlen) if args.varlen else read_records(args.data)[0]
         texts = [scorer.encoder.text(r) for r in records]
         scorer.warm_up(records)
+        bf16 = args.compute_dtype == "bfloat16"
         ours_s, theirs_s = [], []  # the sides alternate, so each pair of passes shares the host's mood
         for _ in range(args.repeat):
             start = time.perf_counter()
             ours = scorer.score_records(records)
             ours_s.append(time.perf_counter() - start)
-            theirs, seconds = torch_scores(folder, texts, args.batch_size, scorer.max_length)
+            theirs, seconds = torch_scores(folder, texts, args.batch_size, scorer.max_length, bf16)
             theirs_s.append(seconds)
         jax_s, torch_s = min(ours_s), min(theirs_s)
         peer_sizes = {}  # PyTorch at other batch sizes: its best one, for a ratio that no batch size flatters
         for size in args.peer_batch_sizes:
-            peer_sizes[size] = min(torch_scores(folder, texts, size, scorer.max_length)[1] for _ in range(args.repeat))
+            peer_sizes[size] = min(torch_scores(folder, texts, size, scorer.max_length, bf16)[1] for _ in range(args.repeat))
     n = len(records)
     print(
         json.dumps(
@@ -230,6 +241,7 @@ def main() -> None:
                 "model": args.model,
                 "items": n,
                 "batch_size": args.batch_size,
+                "compute_dtype": args.compute_dtype,
                 "length_step": args.length_step,
                 "pack_length": args.pack_length,
                 "batch_tokens": scorer.program.budget.tokens if scorer.program.budget else 0,

@@ -452,11 +452,17 @@ def attention(
     return core(q, k, v, bias, mask)
 
 
+SAVED_MATMUL = "dense_matmul"
+"""``checkpoint_name`` of a dense layer's product computed inside a ``custom_vjp``
+(:mod:`omnidistill.models.cpu_matmul`), where ``dots_with_no_batch_dims_saveable`` does not see it."""
+
 REMAT_POLICIES = {
     "none": None,
     "attention": None,  # layers are not rematerialised; attention recomputes its scores (AttentionKernel)
     "full": lambda *_, **__: False,  # save nothing: recompute every layer in the backward pass
-    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,  # keep matmul outputs, recompute the rest
+    "dots": jax.checkpoint_policies.save_from_both_policies(  # keep matmul outputs, recompute the rest
+        jax.checkpoint_policies.dots_with_no_batch_dims_saveable, jax.checkpoint_policies.save_only_these_names(SAVED_MATMUL)
+    ),
 }
 
 

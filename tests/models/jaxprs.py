@@ -15,3 +15,17 @@ def output_shapes(jaxpr, primitive: str) -> list[tuple[int, ...]]:
                 if hasattr(inner, "eqns"):
                     shapes.extend(output_shapes(inner, primitive))
     return shapes
+
+
+def equations(jaxpr, primitive: str) -> list:
+    """Every ``primitive`` equation of a jaxpr, nested jaxprs (jit, scan, custom_vjp) included."""
+    found = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == primitive:
+            found.append(eqn)
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, list | tuple) else [value]:
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    found.extend(equations(inner, primitive))
+    return found

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from omnidistill.models import cpu_matmul
 from omnidistill.models.bert.config import BertConfig
 from omnidistill.models.layers import (
     AttentionKernel,
@@ -30,7 +31,7 @@ _INIT = nnx.initializers.normal(0.02)
 
 
 def _dense(n_in: int, n_out: int, dtype, rngs: nnx.Rngs) -> nnx.Linear:
-    return nnx.Linear(n_in, n_out, dtype=dtype, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs)
+    return nnx.Linear(n_in, n_out, dtype=dtype, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs, dot_general=cpu_matmul.dot_general)
 
 
 def _norm(n: int, eps: float, rngs: nnx.Rngs) -> nnx.LayerNorm:

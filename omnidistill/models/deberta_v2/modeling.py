@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from omnidistill.models import cpu_matmul
 from omnidistill.models.deberta_v2.config import DebertaV2Config
 from omnidistill.models.layers import (
     AttentionKernel,
@@ -38,7 +39,9 @@ _INIT = nnx.initializers.normal(0.02)
 
 
 def _dense(n_in: int, n_out: int, dtype, rngs: nnx.Rngs, bias: bool = True) -> nnx.Linear:
-    return nnx.Linear(n_in, n_out, use_bias=bias, dtype=dtype, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs)
+    return nnx.Linear(
+        n_in, n_out, use_bias=bias, dtype=dtype, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs, dot_general=cpu_matmul.dot_general
+    )
 
 
 def _norm(cfg: DebertaV2Config, rngs: nnx.Rngs) -> nnx.LayerNorm:

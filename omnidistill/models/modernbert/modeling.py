@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from omnidistill.models import cpu_matmul
 from omnidistill.models.layers import (
     AttentionKernel,
     AttentionMask,
@@ -33,7 +34,9 @@ _INIT = nnx.initializers.normal(0.02)
 
 
 def _dense(n_in: int, n_out: int, bias: bool, dtype, rngs: nnx.Rngs) -> nnx.Linear:
-    return nnx.Linear(n_in, n_out, use_bias=bias, dtype=dtype, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs)
+    return nnx.Linear(
+        n_in, n_out, use_bias=bias, dtype=dtype, param_dtype=jnp.float32, kernel_init=_INIT, rngs=rngs, dot_general=cpu_matmul.dot_general
+    )
 
 
 def _norm(cfg: ModernBertConfig, rngs: nnx.Rngs) -> nnx.LayerNorm:

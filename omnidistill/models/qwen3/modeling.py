@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from omnidistill.models import cpu_matmul
 from omnidistill.models.layers import AttentionKernel, activation, attention, attention_kernel, call_layer, encoder_mask, token_positions
 from omnidistill.models.modernbert.modeling import apply_rope, rope_tables
 from omnidistill.models.qwen3.config import Qwen3Config
@@ -22,7 +23,9 @@ INIT = nnx.initializers.normal(0.02)
 
 def dense(n_in: int, n_out: int, bias: bool, dtype, rngs: nnx.Rngs) -> nnx.Linear:
     """A linear layer with float32 parameters computing in ``dtype`` (the decoders' projections)."""
-    return nnx.Linear(n_in, n_out, use_bias=bias, dtype=dtype, param_dtype=jnp.float32, kernel_init=INIT, rngs=rngs)
+    return nnx.Linear(
+        n_in, n_out, use_bias=bias, dtype=dtype, param_dtype=jnp.float32, kernel_init=INIT, rngs=rngs, dot_general=cpu_matmul.dot_general
+    )
 
 
 class RMSNorm(nnx.Module):
