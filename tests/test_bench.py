@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tests.xla_env import child_env, emitters_as_users_compile, xla_flags
@@ -170,7 +171,7 @@ def test_bench_device_script_parses(repo_root):
     assert subprocess.run(["bash", "-n", str(repo_root / "tools" / "bench_device.sh")]).returncode == 0
 
 
-def test_bench_scorer_cpu_builds_deberta_and_scores_as_transformers(repo_root, monkeypatch, capsys):
+def test_bench_scorer_cpu_builds_deberta_and_scores_as_transformers(repo_root, monkeypatch, capsys, tmp_path):
     """``bench_scorer_cpu.py --model deberta-v3-base`` builds its DeBERTa classifier (here at tiny shapes
     patched into the case) and times the Scorer against transformers on realistic lengths: both score
     the same items alike, and the items hold the lengths file's token counts."""
@@ -189,6 +190,17 @@ def test_bench_scorer_cpu_builds_deberta_and_scores_as_transformers(repo_root, m
     assert row["model"] == "deberta-v3-base" and row["items"] == 6
     assert row["real_tokens"] == sum(min(n, row["max_length"]) for n in lengths)
     assert row["max_abs_score_diff"] < 1e-5 and row["omnidistill_ex_s"] > 0 and row["pytorch_ex_s"] > 0
+    assert row["compute_dtype"] == "float32"
+
+    # --compute-dtype bfloat16: both sides in bf16 (PyTorch under autocast), so each is off float32 by its rounding
+    monkeypatch.setattr(sys, "argv", [*sys.argv, "--compute-dtype", "bfloat16"])
+    bench_scorer_cpu.main()
+    bf16_row = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert bf16_row["compute_dtype"] == "bfloat16" and 1e-5 < bf16_row["max_abs_score_diff"] < 0.05
+    folder = bench_scorer_cpu.model_folder("deberta-v3-base", tmp_path)
+    texts = ["a short answer", "a somewhat longer answer to score, with more words in it"]
+    exact, rounded = (bench_scorer_cpu.torch_scores(folder, texts, 2, 64, bf16)[0] for bf16 in (False, True))
+    assert 1e-5 < np.max(np.abs(exact - rounded)) < 0.05
 
 
 def test_bench_deberta_cpu_times_both_sides_by_phase(repo_root, monkeypatch, capsys):

@@ -353,9 +353,9 @@ class EvalConfig:
     compute_dtype: Literal["float32", "bfloat16"] = "float32"
     """``eval`` and ``score`` compute in this dtype (parameters stay float32). ``float32``: the scores the
     exported model gives in ``transformers`` and the ``omniscore`` package. ``bfloat16``: matmuls and
-    attention in bf16 as training computes them (cuDNN's fused attention on a GPU), faster on GPUs and
-    TPUs, with scores a little off float32's (at most 0.002 on the 1-5 scale on the tiny default run;
-    docs/scoring.md)."""
+    attention in bf16 as training computes them (cuDNN's fused attention on a GPU), faster on GPUs,
+    TPUs and CPUs with native bf16 (AMX, AVX-512 BF16; models/cpu_matmul.py), with scores a little off
+    float32's (at most 0.002 on the 1-5 scale on the tiny default run; docs/scoring.md)."""
     compiler_options: dict[str, bool | int | float | str] = dataclasses.field(default_factory=dict)
     """``eval`` and ``score``: XLA options for the program that scores (``jax.jit``'s ``compiler_options``),
     e.g. ``{xla_gpu_enable_command_buffer: ""}`` to launch its GPU kernels one by one rather than as

@@ -14,9 +14,9 @@ when the dot accumulates in float32 and both operands lie row-major in the stand
 upcast dot gives up to the order of its sums, and a backward pass whose two products take their
 transposed operand as a row-major copy (``with_layout_constraint``), which costs one pass over a
 weight or an activation and makes the product a standard one. On a 2-core Intel Xeon with AMX
-(docs/benchmarks.md, "bf16 on a CPU") a BERT-base feed-forward block's bf16 forward and backward
-pass went from 152 to 71 ms, mBERT's bf16 training step from 3.8 to 2.1 s, and the Scorer's bf16
-pass over realistic lengths from 76 to 146 examples/s. It is taken where the CPU multiplies bf16
+(docs/benchmarks.md, "bf16 on a CPU") mBERT's bf16 training step at B8 x S128 went from 3.3 to
+1.55 s (float32: 2.7 s), and the Scorer's bf16 pass over realistic lengths from 85 to 169
+examples/s. It is taken where the CPU multiplies bf16
 natively (:func:`native_bf16`): elsewhere it is unmeasured, and fp16, which XLA's kernel does not
 speed up, is left as it was. Everything else, and every other backend or a mesh of several devices,
 calls ``jax.lax.dot_general`` as before.
