@@ -3,20 +3,6 @@
 from __future__ import annotations
 
 
-def output_shapes(jaxpr, primitive: str) -> list[tuple[int, ...]]:
-    """Output shapes of every ``primitive`` equation in a jaxpr, nested jaxprs (jit, scan, custom_vjp) included."""
-    shapes = []
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == primitive:
-            shapes.append(tuple(eqn.outvars[0].aval.shape))
-        for value in eqn.params.values():
-            for sub in value if isinstance(value, list | tuple) else [value]:
-                inner = getattr(sub, "jaxpr", sub)
-                if hasattr(inner, "eqns"):
-                    shapes.extend(output_shapes(inner, primitive))
-    return shapes
-
-
 def equations(jaxpr, primitive: str) -> list:
     """Every ``primitive`` equation of a jaxpr, nested jaxprs (jit, scan, custom_vjp) included."""
     found = []
@@ -29,3 +15,8 @@ def equations(jaxpr, primitive: str) -> list:
                 if hasattr(inner, "eqns"):
                     found.extend(equations(inner, primitive))
     return found
+
+
+def output_shapes(jaxpr, primitive: str) -> list[tuple[int, ...]]:
+    """Output shapes of every ``primitive`` equation in a jaxpr, nested jaxprs (jit, scan, custom_vjp) included."""
+    return [tuple(eqn.outvars[0].aval.shape) for eqn in equations(jaxpr, primitive)]
