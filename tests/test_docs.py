@@ -148,13 +148,37 @@ def test_every_module_and_python_name_shown_exists(page):
     assert not bad, f"{page.name}: names that do not exist: {bad}"
 
 
+HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
+
+
+def heading_anchors(text: str) -> set[str]:
+    """The ``#fragment`` names a Markdown page's headings get, as GitHub makes them: lower case,
+    punctuation but ``-`` and ``_`` dropped, spaces made ``-``, a repeated name suffixed ``-1``,
+    ``-2``, ... Headings inside code blocks are none."""
+    anchors, times_seen = set(), {}
+    for title in HEADING.findall(FENCE.sub("", text)):
+        slug = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+        n = times_seen.get(slug, 0)
+        anchors.add(f"{slug}-{n}" if n else slug)
+        times_seen[slug] = n + 1
+    return anchors
+
+
 @pytest.mark.parametrize("page", PAGES, ids=page_ids(PAGES))
-def test_relative_links_point_to_files(page):
+def test_relative_links_point_to_files_and_headings(page):
     for target in LINK.findall(page.read_text(encoding="utf-8")):
-        if target.startswith(("http://", "https://", "#", "mailto:")):
+        if target.startswith(("http://", "https://", "mailto:")):
             continue
-        path = (page.parent / target.split("#")[0]).resolve()
+        file, _, fragment = target.partition("#")
+        path = (page.parent / file).resolve() if file else page
         assert path.exists(), f"{page.name}: broken link {target}"
+        if fragment and path.suffix == ".md":
+            assert fragment in heading_anchors(path.read_text(encoding="utf-8")), f"{page.name}: no heading for {target}"
+
+
+def test_heading_anchors_are_githubs():
+    text = "# Set-up: two commands\n## Per value (`--group-by`)\n```\n# not a heading\n```\n## Notes\n## Notes\n"
+    assert heading_anchors(text) == {"set-up-two-commands", "per-value---group-by", "notes", "notes-1"}
 
 
 def test_readme_is_the_front_door():
