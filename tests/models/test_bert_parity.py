@@ -1,4 +1,4 @@
-"""The Flax BERT port reproduces Hugging Face PyTorch hidden states (fp32, 1e-4)."""
+"""The Flax BERT port reproduces Hugging Face PyTorch hidden states (fp32, ``hf_fixtures.PARITY_TOL``)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,22 @@ transformers = pytest.importorskip("transformers")
 def test_tiny_random_bert_matches_pytorch(tmp_path, pad):
     folder = save_tiny_bert(tmp_path / "bert")
     assert_hidden_states_match(folder, "bert", *random_batch(99, pad=pad))
+
+
+@pytest.mark.parametrize("field,wrong", [("hidden_act", "gelu_new"), ("layer_norm_eps", 1e-5)])
+def test_the_parity_check_fails_a_port_that_gets_a_detail_wrong(tmp_path, field, wrong):
+    """The tiny model and the tolerance tell apart what ports get wrong: a tanh GELU for BERT's exact one,
+    a LayerNorm eps of 1e-5 for its 1e-12 (each read by our side only, from an edited config.json)."""
+    import json
+    import shutil
+
+    folder = save_tiny_bert(tmp_path / "bert")
+    port = shutil.copytree(folder, tmp_path / "port")
+    config = json.loads((port / "config.json").read_text())
+    assert config[field] != wrong
+    (port / "config.json").write_text(json.dumps({**config, field: wrong}))
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
+        assert_hidden_states_match(folder, "bert", *random_batch(99, pad=True), port_folder=port)
 
 
 def test_padding_does_not_change_real_tokens(tmp_path):
