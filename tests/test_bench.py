@@ -458,7 +458,11 @@ def test_op_mix_groups_a_real_trace_by_the_work_of_each_op(repo_root, tmp_path):
     rounding = (len(by_source) + 1) * 0.0005 + 1e-9
     assert sum(ms for _, _, ms, _, _ in by_source) == pytest.approx(mix["device_ms_per_step"], abs=rounding)
     lines = {(source.split(" ")[0], p) for source, p, _, _, kinds in by_source if {"matmul", "scatter"} & set(kinds)}
-    assert {(where(1), "forward"), (where(1), "backward"), (where(2), "other")} <= lines
+    assert {(where(1), "forward"), (where(2), "other")} <= lines
+    # the transposed product is an op of its own, on the same line, unless XLA made both products one
+    # library fusion without metadata (jaxlib 0.12's ynn_fusion), which takes its first frame: the forward dot's
+    transposed = {name for name, _ in events if ops[name][0] == "matmul" and "transpose(" in ops[name][1]}
+    assert ((where(1), "backward") in lines) == bool(transposed)
     # one kernel name for 24 identical fusions over 2 steps (XLA's GPU kernel reuse): 12 runs a step
     reused = op_mix([("input_reduce_fusion_1", 50.0)] * 24 + [("fusion.2", 10.0)] * 2, {}, steps=2)
     assert reused["top_ops"][0][0] == "input_reduce_fusion_1" and reused["top_ops"][0][-2:] == [0.6, 12.0]

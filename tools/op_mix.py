@@ -324,8 +324,9 @@ _FRAME = re.compile(r"stack_frame_id=(\d+)")
 
 def source_lines(hlo_text: str) -> dict[str, str]:
     """Instruction name -> ``dir/file.py:LINE function`` of its innermost stack frame, read from the
-    module's FileNames, FunctionNames, FileLocations and StackFrames tables (instructions without a
-    frame are left out)."""
+    module's FileNames, FunctionNames, FileLocations and StackFrames tables. A fusion without a frame of
+    its own (XLA's CPU library fusions, e.g. ``ynn_fusion``, carry no metadata) takes the first frame
+    among the instructions it calls; instructions without any frame are left out."""
     tables: dict[str, dict[int, str]] = {"FileNames": {}, "FunctionNames": {}, "FileLocations": {}, "StackFrames": {}}
     current: dict[int, str] | None = None
     frames: dict[str, str] = {}
@@ -341,6 +342,19 @@ def source_lines(hlo_text: str) -> dict[str, str]:
         named, frame = _NAME.match(line), _FRAME.search(line)
         if named and frame:
             frames[named.group(1)] = frame.group(1)
+    computations = _parse(hlo_text)
+    callers = [(name, called) for instructions in computations.values() for name, _, _, called, _ in instructions if called]
+
+    def first_frame(computation: str, seen: frozenset[str] = frozenset()) -> str | None:
+        for name, _, _, called, _ in computations.get(computation, []) if computation not in seen else []:
+            found = frames.get(name) or next((f for c in called if (f := first_frame(c, seen | {computation}))), None)
+            if found:
+                return found
+        return None
+
+    for name, called in callers:
+        if name not in frames and (found := next((f for c in called if (f := first_frame(c))), None)):
+            frames[name] = found
 
     def label(frame_id: str) -> str | None:
         frame = dict(_FIELD.findall(tables["StackFrames"].get(int(frame_id), "")))
