@@ -43,6 +43,7 @@ _NAME = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
 _CALLED = re.compile(r"(?:calls|to_apply|body|condition|called_computations)=\{?([^}]*?)\}?(?:,\s*[a-z_]+=|$)")
 _TARGET = re.compile(r'custom_call_target="([^"]+)"')
 _SOURCE = re.compile(r'op_name="([^"]+)"')
+_FRAME = re.compile(r"stack_frame_id=(\d+)")
 _COPY_OPS = {"copy", "transpose", "bitcast", "reshape", "broadcast", "parameter", "constant", "tuple", "get-tuple-element", "slice",
              "concatenate", "pad", "dynamic-slice", "dynamic-update-slice", "bitcast-convert", "convert"}  # fmt: skip
 
@@ -90,10 +91,10 @@ def _kind_of(opcodes: set[str], targets: set[str]) -> str:
     return "other"
 
 
-def _parse(hlo_text: str) -> dict[str, list[tuple[str, str, str, list[str], str]]]:
+def _parse(hlo_text: str) -> dict[str, list[tuple[str, str, str, list[str], str, str]]]:
     """Computation name -> its instructions as (name, opcode, custom-call target, called computations,
-    the JAX op name from the metadata)."""
-    computations: dict[str, list[tuple[str, str, str, list[str], str]]] = {}
+    the JAX op name and the stack frame id from the metadata)."""
+    computations: dict[str, list[tuple[str, str, str, list[str], str, str]]] = {}
     current: list | None = None
     for line in hlo_text.splitlines():
         if line and not line[0].isspace():  # a computation's header or closing brace, or module-level text
@@ -104,9 +105,10 @@ def _parse(hlo_text: str) -> dict[str, list[tuple[str, str, str, list[str], str]
         if current is None or not named:
             continue
         name, rest = named.groups()
-        target, source = _TARGET.search(rest), _SOURCE.search(rest)
+        target, source, frame = _TARGET.search(rest), _SOURCE.search(rest), _FRAME.search(rest)
         called = [c.strip().lstrip("%") for m in _CALLED.finditer(rest) for c in m.group(1).split(",") if c.strip()]
-        current.append((name, _opcode(rest), target.group(1) if target else "", called, source.group(1) if source else ""))
+        metadata = (source.group(1) if source else "", frame.group(1) if frame else "")
+        current.append((name, _opcode(rest), target.group(1) if target else "", called, *metadata))
     return computations
 
 
@@ -119,20 +121,26 @@ def hlo_ops(hlo_text: str) -> dict[str, tuple[str, str]]:
     """Every instruction's name in a compiled module's HLO text, mapped to (its kind, one of
     :data:`KINDS`; the JAX op name that made it, from the metadata; for a fusion, that of the op that
     gives it its kind, else of its root)."""
-    computations = _parse(hlo_text)
-    memo: dict[str, tuple[set[str], set[str], dict[str, str]]] = {}
+    return {name: (kind, op_name) for name, (kind, op_name, _) in _named_ops(hlo_text).items()}
 
-    def contents(computation: str) -> tuple[set[str], set[str], dict[str, str]]:
-        """Opcodes, custom-call targets and each opcode's first JAX op name, of a computation and
-        everything it calls."""
+
+def _named_ops(hlo_text: str) -> dict[str, tuple[str, str, str]]:
+    """:func:`hlo_ops` with each instruction's stack frame id beside its JAX op name: for a fusion, both
+    from the op that gives it its kind (its own, else none, where no such op carries metadata)."""
+    computations = _parse(hlo_text)
+    memo: dict[str, tuple[set[str], set[str], dict[str, tuple[str, str]]]] = {}
+
+    def contents(computation: str) -> tuple[set[str], set[str], dict[str, tuple[str, str]]]:
+        """Opcodes, custom-call targets and each opcode's first (JAX op name, frame id), of a
+        computation and everything it calls."""
         if computation not in memo:
             memo[computation] = (set(), set(), {})  # a cycle guard
             opcodes, targets, sources = set(), set(), {}
-            for _, opcode, target, called, source in computations.get(computation, []):
+            for _, opcode, target, called, source, frame in computations.get(computation, []):
                 opcodes.add(opcode)
                 targets |= {target} if target else set()
                 if source:
-                    sources.setdefault(opcode, source)
+                    sources.setdefault(opcode, (source, frame))
                 for c in called:
                     inner = contents(c)
                     opcodes |= inner[0]
@@ -143,7 +151,7 @@ def hlo_ops(hlo_text: str) -> dict[str, tuple[str, str]]:
 
     ops = {}
     for instructions in computations.values():
-        for name, opcode, target, called, source in instructions:
+        for name, opcode, target, called, source, frame in instructions:
             opcodes, targets, sources = {opcode}, {target} if target else set(), {}
             if opcode == "fusion":
                 for c in called:
@@ -152,7 +160,7 @@ def hlo_ops(hlo_text: str) -> dict[str, tuple[str, str]]:
                 opcodes.discard("fusion")
             kind = _kind_of(opcodes, targets)
             named = [sources[o] for o in _DEFINING.get(kind, ()) if o in sources]
-            ops[name] = (kind, named[0] if named else source)
+            ops[name] = (kind, *(named[0] if named else (source, frame)))
     return ops
 
 
@@ -319,14 +327,13 @@ def op_mix(events: Iterable[tuple[str, float]], ops: dict[str, tuple[str, str]],
 
 _TABLE_ROW = re.compile(r"^(\d+) (.*)$")
 _FIELD = re.compile(r"(\w+)=(\d+)")
-_FRAME = re.compile(r"stack_frame_id=(\d+)")
 
 
 def source_lines(hlo_text: str) -> dict[str, str]:
     """Instruction name -> ``dir/file.py:LINE function`` of its innermost stack frame, read from the
     module's FileNames, FunctionNames, FileLocations and StackFrames tables. A fusion without a frame of
-    its own (XLA's CPU library fusions, e.g. ``ynn_fusion``, carry no metadata) takes the first frame
-    among the instructions it calls; instructions without any frame are left out."""
+    its own (XLA's CPU library fusions, e.g. ``ynn_fusion``, carry no metadata) takes that of the op
+    that names it in :func:`hlo_ops`; instructions without any frame are left out."""
     tables: dict[str, dict[int, str]] = {"FileNames": {}, "FunctionNames": {}, "FileLocations": {}, "StackFrames": {}}
     current: dict[int, str] | None = None
     frames: dict[str, str] = {}
@@ -342,19 +349,9 @@ def source_lines(hlo_text: str) -> dict[str, str]:
         named, frame = _NAME.match(line), _FRAME.search(line)
         if named and frame:
             frames[named.group(1)] = frame.group(1)
-    computations = _parse(hlo_text)
-    callers = [(name, called) for instructions in computations.values() for name, _, _, called, _ in instructions if called]
-
-    def first_frame(computation: str, seen: frozenset[str] = frozenset()) -> str | None:
-        for name, _, _, called, _ in computations.get(computation, []) if computation not in seen else []:
-            found = frames.get(name) or next((f for c in called if (f := first_frame(c, seen | {computation}))), None)
-            if found:
-                return found
-        return None
-
-    for name, called in callers:
-        if name not in frames and (found := next((f for c in called if (f := first_frame(c))), None)):
-            frames[name] = found
+    for name, (_, _, frame) in _named_ops(hlo_text).items():
+        if frame and name not in frames:
+            frames[name] = frame
 
     def label(frame_id: str) -> str | None:
         frame = dict(_FIELD.findall(tables["StackFrames"].get(int(frame_id), "")))
