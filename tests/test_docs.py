@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import importlib
 import re
 import shlex
@@ -164,6 +165,12 @@ def heading_anchors(text: str) -> set[str]:
     return anchors
 
 
+@functools.cache
+def page_anchors(path: Path) -> set[str]:
+    """:func:`heading_anchors` of a page, read once however many links point into it."""
+    return heading_anchors(path.read_text(encoding="utf-8"))
+
+
 @pytest.mark.parametrize("page", PAGES, ids=page_ids(PAGES))
 def test_relative_links_point_to_files_and_headings(page):
     for target in LINK.findall(page.read_text(encoding="utf-8")):
@@ -173,7 +180,7 @@ def test_relative_links_point_to_files_and_headings(page):
         path = (page.parent / file).resolve() if file else page
         assert path.exists(), f"{page.name}: broken link {target}"
         if fragment and path.suffix == ".md":
-            assert fragment in heading_anchors(path.read_text(encoding="utf-8")), f"{page.name}: no heading for {target}"
+            assert fragment in page_anchors(path), f"{page.name}: no heading for {target}"
 
 
 def test_heading_anchors_are_githubs():
