@@ -408,6 +408,44 @@ def test_bench_score_varlen_scorer_loop_scores_every_item_once(repo_root, tmp_pa
     assert [r["scores_sum"] for r in rows] == pytest.approx([alone], abs=0.02)
 
 
+LIBRARY_FUSION_HLO = """HloModule jit_g
+FileNames
+1 "/src/model.py"
+FunctionNames
+1 "layer"
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=10 end_line=10 column=1 end_column=9}
+2 {file_name_id=1 function_name_id=1 line=20 end_line=20 column=1 end_column=9}
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+2 {file_location_id=2 parent_frame_id=2}
+%fused (p0: f32[8,8], p1: f32[8,8]) -> f32[8,8] {
+  %p0 = f32[8,8]{1,0} parameter(0)
+  %p1 = f32[8,8]{1,0} parameter(1)
+  %cast = f32[8,8]{1,0} convert(%p0), metadata={op_name="jit(g)/jvp()/convert_element_type" stack_frame_id=1}
+  ROOT %dot.0 = f32[8,8]{1,0} dot(%cast, %p1), metadata={op_name="jit(g)/jvp()/dot_general" stack_frame_id=2}
+}
+ENTRY %main (a: f32[8,8], b: f32[8,8]) -> f32[8,8] {
+  %a = f32[8,8]{1,0} parameter(0)
+  %b = f32[8,8]{1,0} parameter(1)
+  %neg = f32[8,8]{1,0} negate(%a), metadata={op_name="jit(g)/neg" stack_frame_id=1}
+  ROOT %ynn_fusion = f32[8,8]{1,0} fusion(%neg, %b), kind=kCustom, calls=%fused, backend_config={"fusion_config":{"kind":"__ynn_fusion"}}
+}
+"""
+"""A library fusion without metadata of its own (jaxlib 0.12's CPU ``ynn_fusion``): a cast on line 10, then
+the dot on line 20 that makes it a matmul."""
+
+
+def test_op_mix_gives_a_library_fusion_the_line_of_the_op_that_names_it(repo_root):
+    sys.path.insert(0, str(repo_root / "tools"))
+    from op_mix import hlo_ops, source_lines
+
+    assert hlo_ops(LIBRARY_FUSION_HLO)["ynn_fusion"] == ("matmul", "jit(g)/jvp()/dot_general")
+    sources = source_lines(LIBRARY_FUSION_HLO)
+    assert sources["ynn_fusion"] == "src/model.py:20 layer"  # the dot's line, not the cast's (line 10)
+    assert sources["neg"] == "src/model.py:10 layer" and "a" not in sources
+
+
 def test_op_mix_groups_a_real_trace_by_the_work_of_each_op(repo_root, tmp_path):
     """tools/op_mix.py on a jax.profiler trace of a jitted function: the dot's op is matmul work, the
     scatter-add's is scatter work, and the per-step total is the traced ops' time over the steps."""
