@@ -224,7 +224,8 @@ def test_bench_deberta_cpu_times_both_sides_by_phase(repo_root, monkeypatch, cap
     assert row["ratio"] == pytest.approx(row["pytorch_step_s"] / row["omnidistill_step_s"], abs=0.01)
     assert row["ratio_median"] > 0  # one pair of steps here: its ratio (the pairing is pinned below)
     assert row["ceiling_max_grad_diff"] < 1e-6
-    assert row["ceiling_ratio"] == pytest.approx(row["ceiling_pytorch_s"] / row["ceiling_omnidistill_s"], rel=0.02)
+    # the ratio is rounded to 0.01 (a half of that apart at most): a relative bound alone failed a loaded run's 0.09
+    assert row["ceiling_ratio"] == pytest.approx(row["ceiling_pytorch_s"] / row["ceiling_omnidistill_s"], rel=0.02, abs=0.005)
 
 
 def test_bench_deberta_cpu_alternates_the_sides_in_each_round(repo_root, monkeypatch):
