@@ -58,12 +58,12 @@ def final_params(run):
 
 GLOO_DEADLOCK = jax.__version_info__ >= (0, 12, 1)
 """jaxlib 0.12.1 (pip's choice on Python >= 3.12 since December 2026; 0.12.0.1 passed here) deadlocks in
-this test on a 2-core host, in three runs of four: both processes stop in their first training step,
-all four simulated devices' threads inside XLA's Gloo all-reduce (``gloo::allreduce`` waiting to
-receive; gdb on both processes at once), fresh runs and resumed ones alike. XLA's scheduler flags, its
-optimization level, JAX's synchronous CPU dispatch and its collective timeouts did not change that,
-and a small FSDP program with the same mesh ran 200 steps clean. jaxlib 0.10.2 (Python 3.11, CI) runs
-it every time (docs/training.md, "Multi-host")."""
+this test on a 2-core host: in the first training step all four simulated devices enter the step's
+first all-reduce over all four (two s32 scalars; XLA's collective_thunk log) and stay inside Gloo's ring
+all-reduce. Not thread starvation (8 pool threads per process hang alike), not communicators created
+on pool threads (made first on the main thread, it still hangs), and a small shard_map program with
+the same collectives in the same order runs clean. jaxlib 0.10.2 (Python 3.11, CI) runs it every time
+(docs/training.md, "Multi-host")."""
 
 
 @pytest.mark.slow
