@@ -58,12 +58,12 @@ def final_params(run):
 
 GLOO_DEADLOCK = jax.__version_info__ >= (0, 12, 1)
 """jaxlib 0.12.1 (pip's choice on Python >= 3.12 since December 2026; 0.12.0.1 passed here) deadlocks in
-this test on a 2-core host: in the first training step all four simulated devices enter the step's
-first all-reduce over all four (two s32 scalars; XLA's collective_thunk log) and stay inside Gloo's ring
-all-reduce. Not thread starvation (8 pool threads per process hang alike), not communicators created
-on pool threads (made first on the main thread, it still hangs), and a small shard_map program with
-the same collectives in the same order runs clean. jaxlib 0.10.2 (Python 3.11, CI) runs it every time
-(docs/training.md, "Multi-host")."""
+this test on a 2-core host: in the first training step all four simulated devices enter the step's first
+all-reduce over all four (two s32 scalars; XLA's collective_thunk log) and stay inside Gloo's ring
+all-reduce. Not the FSDP layout (a data-parallel mesh hung in 2 runs of 3), not thread starvation (8 pool
+threads per process hang alike), not communicators created on pool threads (made first on the main
+thread, it still hangs), and a small shard_map program with the same collectives in the same order runs
+clean. jaxlib 0.10.2 (Python 3.11, CI) runs it every time (docs/training.md, "Multi-host")."""
 
 
 @pytest.mark.slow
