@@ -121,13 +121,13 @@ def hlo_ops(hlo_text: str) -> dict[str, tuple[str, str]]:
     """Every instruction's name in a compiled module's HLO text, mapped to (its kind, one of
     :data:`KINDS`; the JAX op name that made it, from the metadata; for a fusion, that of the op that
     gives it its kind, else of its root)."""
-    return {name: (kind, op_name) for name, (kind, op_name, _) in _named_ops(hlo_text).items()}
+    return {name: (kind, op_name) for name, (kind, op_name, _) in _named_ops(_parse(hlo_text)).items()}
 
 
-def _named_ops(hlo_text: str) -> dict[str, tuple[str, str, str]]:
-    """:func:`hlo_ops` with each instruction's stack frame id beside its JAX op name: for a fusion, both
-    from the op that gives it its kind (its own, else none, where no such op carries metadata)."""
-    computations = _parse(hlo_text)
+def _named_ops(computations: dict[str, list[tuple[str, str, str, list[str], str, str]]]) -> dict[str, tuple[str, str, str]]:
+    """:func:`hlo_ops` of a :func:`_parse`-d module, with each instruction's stack frame id beside its JAX
+    op name: for a fusion, both from the op that gives it its kind (its own, else none, where no such op
+    carries metadata)."""
     memo: dict[str, tuple[set[str], set[str], dict[str, tuple[str, str]]]] = {}
 
     def contents(computation: str) -> tuple[set[str], set[str], dict[str, tuple[str, str]]]:
@@ -336,7 +336,6 @@ def source_lines(hlo_text: str) -> dict[str, str]:
     that names it in :func:`hlo_ops`; instructions without any frame are left out."""
     tables: dict[str, dict[int, str]] = {"FileNames": {}, "FunctionNames": {}, "FileLocations": {}, "StackFrames": {}}
     current: dict[int, str] | None = None
-    frames: dict[str, str] = {}
     for line in hlo_text.splitlines():
         if line in tables:
             current = tables[line]
@@ -346,10 +345,9 @@ def source_lines(hlo_text: str) -> dict[str, str]:
             current[int(row.group(1))] = row.group(2).strip('"')
             continue
         current = None
-        named, frame = _NAME.match(line), _FRAME.search(line)
-        if named and frame:
-            frames[named.group(1)] = frame.group(1)
-    for name, (_, _, frame) in _named_ops(hlo_text).items():
+    computations = _parse(hlo_text)
+    frames = {name: frame for instructions in computations.values() for name, *_, frame in instructions if frame}
+    for name, (_, _, frame) in _named_ops(computations).items():
         if frame and name not in frames:
             frames[name] = frame
 
