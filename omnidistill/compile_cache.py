@@ -25,6 +25,8 @@ lock, so that processes that compile at once never read half an entry. Programs 
 ``JAX_COMPILATION_CACHE_MAX_SIZE`` and ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS`` set either.
 A folder that cannot be written turns the cache off with one warning. On several hosts (``jax.distributed``)
 only process 0 writes entries: a folder every host reads (a shared file system, a bucket) serves them all.
+CPU training of several processes on jaxlib 0.12.1 or later turns the cache off again
+(:func:`omnidistill.train.distributed.avoid_cached_cpu_collectives`: such jobs hang on cached programs).
 
 A hit is the executable a compile would give: the scores are the same bits either way
 (``tests/test_compile_cache.py``).

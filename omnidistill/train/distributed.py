@@ -9,6 +9,9 @@
 Under SLURM, JAX makes each process see only GPU number ``SLURM_LOCALID`` (right for one task per GPU).
 With one task per node (``launch/gpu/slurm.sbatch``) that would leave a node with one usable GPU, so
 then every GPU of the node is passed as ``local_device_ids`` (:func:`slurm_local_device_ids`).
+
+On CPU processes with a jaxlib whose cached programs hang in their cross-process collectives, the
+persistent compilation cache is turned off for the run (:func:`avoid_cached_cpu_collectives`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,40 @@ def slurm_local_device_ids(env: Mapping[str, str] = os.environ) -> list[int] | N
     return list(range(int(gpus))) if gpus and int(gpus) > 0 else None
 
 
+CACHED_CPU_COLLECTIVES_HANG = (0, 12, 1)
+"""The first jaxlib whose CPU programs, loaded from the persistent compilation cache, hang in their first
+collective across processes (Gloo): every rank enters it and none returns. The same programs compiled
+afresh run, and so do cached ones on jaxlib 0.10.2 and 0.12.0.1. Reproduced with one ``psum`` over two
+processes of one device each: the first run (a compile) ends, the next (a cache hit) hangs
+(docs/training.md, "Multi-host"). No later jaxlib is known to be fixed, so every later one is treated alike."""
+
+
+def jaxlib_version() -> tuple[int, int, int]:
+    """The installed jaxlib's version, as three numbers (``0.12.0.1`` -> ``(0, 12, 0)``)."""
+    from jaxlib import version
+
+    major, minor, patch = (int("".join(c for c in part if c.isdigit()) or 0) for part in version.__version__.split(".")[:3])
+    return major, minor, patch
+
+
+def avoid_cached_cpu_collectives() -> bool:
+    """Turn JAX's persistent compilation cache off in a multi-process CPU run on a jaxlib at or after
+    :data:`CACHED_CPU_COLLECTIVES_HANG`, with one warning; returns whether it did. Call it after
+    ``jax.distributed.initialize`` and before the first compile. GPU and TPU processes communicate
+    through NCCL and ICI and keep the cache."""
+    cache_on = jax.config.jax_enable_compilation_cache and jax.config.jax_compilation_cache_dir
+    if jax.process_count() == 1 or jax.default_backend() != "cpu" or not cache_on:
+        return False
+    if jaxlib_version() < CACHED_CPU_COLLECTIVES_HANG:
+        return False
+    jax.config.update("jax_enable_compilation_cache", False)
+    log.warning(
+        "compilation cache off for this run: jaxlib %s's CPU programs loaded from it hang in collectives across processes",
+        ".".join(map(str, jaxlib_version())),
+    )
+    return True
+
+
 def maybe_initialize_distributed() -> bool:
     """Initialise JAX's distributed runtime for multi-process runs; returns whether it did."""
     flag = os.environ.get("OMNIDISTILL_DISTRIBUTED")
@@ -66,4 +103,5 @@ def maybe_initialize_distributed() -> bool:
         jax.local_device_count(),
         jax.device_count(),
     )
+    avoid_cached_cpu_collectives()
     return True

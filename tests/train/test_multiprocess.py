@@ -35,39 +35,40 @@ def command(repo_root, run, *extra):
     return [sys.executable, "-m", "omnidistill", *tiny_run_args(repo_root, run, *TRAINED_TINY, *overrides, *extra)]
 
 
-def run_multi(repo_root, run, *extra) -> None:
+def run_pair(cmd: list[str], devices: int, timeout: float = 400, **env: str) -> list[str]:
+    """Run ``cmd`` as the 2 processes of one JAX job (coordinator on 127.0.0.1) with ``devices`` CPU
+    devices each; their outputs, after both ended with status 0 (a hang fails after ``timeout`` s)."""
     port = free_port()
     procs = [
         subprocess.Popen(
-            command(repo_root, run, *extra),
-            env=child_env(2, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i)),
+            cmd,
+            env=child_env(devices, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i), **env),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
         )
         for i in range(2)
     ]
-    outs = [p.communicate(timeout=400)[0] for p in procs]
+    try:
+        outs = [p.communicate(timeout=timeout)[0] for p in procs]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        pytest.fail(f"the two processes of {cmd[1:3]} did not end in {timeout} s (a hang)")
     for p, out in zip(procs, outs, strict=True):
         assert p.returncode == 0, out[-3000:]
+    return outs
+
+
+def run_multi(repo_root, run, *extra) -> None:
+    run_pair(command(repo_root, run, *extra), 2)
 
 
 def final_params(run):
     return jax.tree.leaves(read_state_arrays(run / "checkpoints", STEPS))
 
 
-GLOO_DEADLOCK = jax.__version_info__ >= (0, 12, 1)
-"""jaxlib 0.12.1 (pip's choice on Python >= 3.12 since December 2026; 0.12.0.1 passed here) deadlocks in
-this test on a 2-core host: in the first training step all four simulated devices enter the step's first
-all-reduce over all four (two s32 scalars; XLA's collective_thunk log) and stay inside Gloo's ring
-all-reduce. Not the FSDP layout (a data-parallel mesh hung in 2 runs of 3), not thread starvation (8 pool
-threads per process hang alike), not communicators created on pool threads (made first on the main
-thread, it still hangs), and a small shard_map program with the same collectives in the same order runs
-clean. jaxlib 0.10.2 (Python 3.11, CI) runs it every time (docs/training.md, "Multi-host")."""
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(GLOO_DEADLOCK, reason=f"jaxlib {jax.__version__}'s CPU Gloo all-reduce deadlocks in this test (GLOO_DEADLOCK)")
 def test_two_processes_equal_one_and_resume_exactly(tmp_path, repo_root, trained_tiny):
     """Hybrid mesh: data parallel across the 2 processes (DCN granules) x FSDP over the 2 devices within
     each. The two processes read the token cache (both build it at once on first use; one rename wins)
@@ -92,6 +93,39 @@ def test_two_processes_equal_one_and_resume_exactly(tmp_path, repo_root, trained
     run_multi(repo_root, resumed, *mesh, "--resume")
     for a, b in zip(final_params(resumed), final_params(run), strict=True):
         assert np.array_equal(np.asarray(a), np.asarray(b))
+
+
+CACHED_PSUM = """
+import json, jax, jax.numpy as jnp, numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+from omnidistill.train.distributed import maybe_initialize_distributed
+hits = []
+jax.monitoring.register_event_listener(lambda event, **_: hits.append(event) if event.endswith("/cache_hits") else None)
+assert maybe_initialize_distributed()
+mesh = jax.make_mesh((2,), ("data",), devices=jax.devices())
+x = jax.make_array_from_process_local_data(NamedSharding(mesh, P("data")), np.arange(4.0, dtype=np.float32) + 4 * jax.process_index(), (8,))
+total = jax.device_get(jax.jit(lambda x: jnp.sum(2 * x))(x))
+print(json.dumps({"sum": float(total), "cache_hits": len(hits), "cache_on": bool(jax.config.jax_enable_compilation_cache)}))
+"""
+
+
+def test_a_second_cpu_job_with_the_compilation_cache_does_not_hang(tmp_path):
+    """A sum across 2 processes, twice, with a persistent compilation cache. In the second job process 0
+    loads the program from the cache and process 1 (whose cache key differs: no hit) compiles it; on
+    jaxlib 0.12.1 that job hung (train/distributed.py: CACHED_CPU_COLLECTIVES_HANG), so there the cache
+    is now off in multi-process CPU jobs, while older jaxlibs keep it."""
+    from omnidistill.train.distributed import CACHED_CPU_COLLECTIVES_HANG, jaxlib_version
+
+    cache = {"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "xla"), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+    cache["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"  # keep the tiny program
+    jobs = [run_pair([sys.executable, "-c", CACHED_PSUM], 1, timeout=90, **cache) for _ in range(2)]
+    results = [[json.loads(out.strip().splitlines()[-1]) for out in outs] for outs in jobs]
+    assert [r["sum"] for job in results for r in job] == [2 * sum(range(8))] * 4
+    if jaxlib_version() >= CACHED_CPU_COLLECTIVES_HANG:
+        assert not any(r["cache_on"] for job in results for r in job)
+        assert all("compilation cache off for this run" in out for outs in jobs for out in outs)
+    else:  # the second job's process 0 ran the cached program: the path that hangs on later jaxlibs
+        assert [r["cache_hits"] for r in results[1]] == [1, 0]
 
 
 def test_slurm_one_task_per_node_sees_every_local_gpu():
