@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Mapping
 
 import jax
@@ -53,12 +54,15 @@ processes of one device each: the first run (a compile) ends, the next (a cache 
 (docs/training.md, "Multi-host"). No later jaxlib is known to be fixed, so every later one is treated alike."""
 
 
-def jaxlib_version() -> tuple[int, int, int]:
-    """The installed jaxlib's version, as three numbers (``0.12.0.1`` -> ``(0, 12, 0)``)."""
-    from jaxlib import version
+def jaxlib_version(text: str | None = None) -> tuple[int, int, int]:
+    """The installed jaxlib's version (or ``text``) as three numbers: ``0.12.0.1`` -> ``(0, 12, 0)``,
+    ``0.13.0rc1`` -> ``(0, 13, 0)``."""
+    if text is None:
+        from jaxlib import version
 
-    major, minor, patch = (int("".join(c for c in part if c.isdigit()) or 0) for part in version.__version__.split(".")[:3])
-    return major, minor, patch
+        text = version.__version__
+    major, minor, patch = re.match(r"(\d+)\.(\d+)\.(\d+)", text).groups()
+    return int(major), int(minor), int(patch)
 
 
 def avoid_cached_cpu_collectives() -> bool:

@@ -128,6 +128,15 @@ def test_a_second_cpu_job_with_the_compilation_cache_does_not_hang(tmp_path):
         assert [r["cache_hits"] for r in results[1]] == [1, 0]
 
 
+def test_jaxlib_versions_compare_by_their_first_three_numbers():
+    from omnidistill.train.distributed import CACHED_CPU_COLLECTIVES_HANG, jaxlib_version
+
+    assert jaxlib_version("0.12.0.1") == (0, 12, 0) < CACHED_CPU_COLLECTIVES_HANG
+    assert jaxlib_version("0.12.1") == CACHED_CPU_COLLECTIVES_HANG
+    assert jaxlib_version("0.13.0rc1") == (0, 13, 0) > CACHED_CPU_COLLECTIVES_HANG
+    assert jaxlib_version("0.12.10.dev20261201") == (0, 12, 10)
+
+
 def test_slurm_one_task_per_node_sees_every_local_gpu():
     from omnidistill.train.distributed import slurm_local_device_ids
 
