@@ -24,9 +24,11 @@ lock, so that processes that compile at once never read half an entry. Programs 
 :data:`DEFAULT_MIN_COMPILE_SECONDS` are not kept (they cost about what reading them would).
 ``JAX_COMPILATION_CACHE_MAX_SIZE`` and ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS`` set either.
 A folder that cannot be written turns the cache off with one warning. On several hosts (``jax.distributed``)
-only process 0 writes entries: a folder every host reads (a shared file system, a bucket) serves them all.
-CPU training of several processes on jaxlib 0.12.1 or later turns the cache off again
-(:func:`omnidistill.train.distributed.avoid_cached_cpu_collectives`: such jobs hang on cached programs).
+only process 0 writes entries: a folder every host reads (a shared file system, a bucket) serves them all
+where their keys agree. On CPUs they do not (JAX's key holds the CPU topology's fingerprint, which differs
+from process to process), so there the other processes compile each program, and CPU training of several
+processes on jaxlib 0.12.1 or later turns the cache off
+(:func:`omnidistill.train.distributed.avoid_cached_cpu_collectives`: such jobs hang on the mix).
 
 A hit is the executable a compile would give: the scores are the same bits either way
 (``tests/test_compile_cache.py``).
