@@ -8,7 +8,13 @@ emitted element by element, as before them), which compile faster still: the mod
 (``tests/models``, the sharded-step and packing-loss files) went from 500-587 s to 404-412 s of CPU
 time on a 2-core Xeon host, in alternating runs. Compiling dominates the suite's CPU time.
 
-Neither changes a value a test checks: every comparison in the suite is between programs compiled
+And it compiles each program's machine code as one LLVM module (``--xla_cpu_parallel_codegen_split_count=1``)
+rather than split into parts compiled in parallel, whose splitting and linking cost more CPU than the
+parallelism saves on 2 cores running 3 workers: ``tests/models/test_scan.py`` took 50.2 and 49.6 s of user
+CPU without it against 46.0 and 46.6 with it on jaxlib 0.12.1, and 35.1 against 32.8 on 0.10.2 (alternating
+runs, the 2-core Zen 4 host, 2026-12-08). XLA has known the flag since jaxlib 0.8 at least (pyproject's lowest jax).
+
+None of these changes a value a test checks: every comparison in the suite is between programs compiled
 the same way or against PyTorch with a tolerance. The one test that reads XLA's own choice of ops
 (``tools/op_mix.py`` on a trace) compiles its program with the emitters on, as users do. Users' runs
 and the benchmark tools keep XLA's defaults, and so does the quick-start test, whose few hundred
@@ -29,6 +35,7 @@ import sys
 
 OPTIMIZATION_LEVEL_0 = "--xla_backend_optimization_level=0"
 FUSION_EMITTERS_OFF = "--xla_cpu_use_fusion_emitters=false"
+CODEGEN_IN_ONE_PART = "--xla_cpu_parallel_codegen_split_count=1"
 _FLAG_KNOWN = "OMNIDISTILL_TESTS_XLA_KNOWS_FUSION_EMITTERS"  # the probe's answer, inherited by workers and children
 _CACHE_SETTINGS = ("JAX_COMPILATION_CACHE_DIR", "JAX_COMPILATION_CACHE_MAX_SIZE", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS")
 
@@ -51,8 +58,9 @@ def fusion_emitters_flag() -> bool:
 
 
 def fast_compile_flags() -> str:
-    """The suite's compile setting: level 0, and the legacy emitters where this XLA still has them."""
-    return " ".join([OPTIMIZATION_LEVEL_0, *([FUSION_EMITTERS_OFF] if fusion_emitters_flag() else [])])
+    """The suite's compile setting: level 0, machine code in one part, and the legacy emitters where this
+    XLA still has them."""
+    return " ".join([OPTIMIZATION_LEVEL_0, CODEGEN_IN_ONE_PART, *([FUSION_EMITTERS_OFF] if fusion_emitters_flag() else [])])
 
 
 def emitters_as_users_compile() -> dict[str, bool]:
