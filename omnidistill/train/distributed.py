@@ -47,11 +47,13 @@ def slurm_local_device_ids(env: Mapping[str, str] = os.environ) -> list[int] | N
 
 
 CACHED_CPU_COLLECTIVES_HANG = (0, 12, 1)
-"""The first jaxlib whose CPU programs, loaded from the persistent compilation cache, hang in their first
-collective across processes (Gloo): every rank enters it and none returns. The same programs compiled
-afresh run, and so do cached ones on jaxlib 0.10.2 and 0.12.0.1. Reproduced with one ``psum`` over two
-processes of one device each: the first run (a compile) ends, the next (a cache hit) hangs
-(docs/training.md, "Multi-host"). No later jaxlib is known to be fixed, so every later one is treated alike."""
+"""The first jaxlib on which a CPU job of several processes hangs in its first collective across
+processes (Gloo) when process 0 runs a program loaded from the persistent compilation cache and the
+others compile it (on a CPU their cache keys differ from process 0's, so they always miss): every rank
+enters the collective and none returns. Compiled afresh everywhere it runs, and cached on jaxlib 0.10.2
+and 0.12.0.1 too. Reproduced with one ``psum`` over two processes of one device each: the first job (a
+compile) ends, the next (a cache hit in process 0) hangs (docs/training.md, "Multi-host"). No later
+jaxlib is known to be fixed, so every later one is treated alike."""
 
 
 def jaxlib_version(text: str | None = None) -> tuple[int, int, int]:
