@@ -75,12 +75,13 @@ def avoid_cached_cpu_collectives() -> bool:
     cache_on = jax.config.jax_enable_compilation_cache and jax.config.jax_compilation_cache_dir
     if jax.process_count() == 1 or jax.default_backend() != "cpu" or not cache_on:
         return False
-    if jaxlib_version() < CACHED_CPU_COLLECTIVES_HANG:
+    version = jaxlib_version()
+    if version < CACHED_CPU_COLLECTIVES_HANG:
         return False
     jax.config.update("jax_enable_compilation_cache", False)
     log.warning(
         "compilation cache off for this run: jaxlib %s's CPU programs loaded from it hang in collectives across processes",
-        ".".join(map(str, jaxlib_version())),
+        ".".join(map(str, version)),
     )
     return True
 
