@@ -37,6 +37,9 @@ VARIANTS = {
     "v3": {},
     "separate_proj_abs_pos_types": dict(share_att_key=False, position_biased_input=True, type_vocab_size=2, position_buckets=-1),
     "c2p_only_embedding_size": dict(pos_att_type=["c2p"], embedding_size=24, norm_rel_ebd="none"),
+    # no relative attention, yet transformers scales by the position terms the config lists and builds
+    # (and never reads) the relative-embedding norm: found by random configs, 2026-12-08
+    "no_relative_attention_terms_listed": dict(relative_attention=False, position_biased_input=True, share_att_key=False),
 }
 
 

@@ -72,6 +72,7 @@ class DebertaV2Config:
             raise UnsupportedConfigError(f"pooler_hidden_size={pooler_size} must equal hidden_size")
         pos = hf.get("pos_att_type") or []
         pos = tuple(p.strip() for p in pos.lower().split("|")) if isinstance(pos, str) else tuple(pos)
+        pos = tuple(dict.fromkeys(pos))  # transformers asks whether each term is listed: a repeat counts once
         if set(pos) - {"c2p", "p2c"}:
             raise UnsupportedConfigError(f"pos_att_type={list(pos)} is not supported (only c2p and p2c)")
         for key in ("hidden_act", "pooler_hidden_act"):

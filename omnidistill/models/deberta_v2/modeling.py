@@ -214,7 +214,10 @@ class DisentangledAttention(nnx.Module):
         self.output = _dense(h, h, dtype, rngs)
         self.output_norm = _norm(cfg, rngs)
         self.attention_impl = attention_impl
-        self.scale_factor = 1 + len(cfg.pos_att_type) if cfg.relative_attention else 1
+        # 1 + the number of position terms the config names, with or without relative attention: Hugging
+        # Face's DisentangledSelfAttention counts pos_att_type alone, so its scale is sqrt(3 d) for a config
+        # with relative_attention false and both terms listed, though neither term is computed
+        self.scale_factor = 1 + len(cfg.pos_att_type)
 
     def _heads(self, x: jax.Array) -> jax.Array:
         return x.reshape(*x.shape[:-1], self.cfg.num_attention_heads, self.cfg.head_dim)
@@ -318,7 +321,9 @@ class DebertaV2Encoder(nnx.Module):
         self.rel_embeddings = (
             nnx.Embed(2 * cfg.relative_span, cfg.hidden_size, param_dtype=jnp.float32, embedding_init=_INIT, rngs=rngs) if rel else None
         )
-        self.rel_norm = _norm(cfg, rngs) if rel and cfg.norm_rel_ebd == "layer_norm" else None
+        # Hugging Face builds this norm whenever norm_rel_ebd asks for it; without relative attention it holds
+        # weights that nothing reads, kept so that such a checkpoint loads and exports as it is
+        self.rel_norm = _norm(cfg, rngs) if cfg.norm_rel_ebd == "layer_norm" else None
         self.dtype = dtype
 
     def __call__(

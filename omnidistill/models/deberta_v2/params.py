@@ -50,8 +50,8 @@ def weight_table(cfg: DebertaV2Config) -> list[WeightEntry]:
         ]
     if cfg.relative_attention:
         table.append(embedding("deberta.encoder.rel_embeddings.weight", (*enc, "rel_embeddings")))
-        if cfg.norm_rel_ebd == "layer_norm":
-            table += layer_norm("deberta.encoder.LayerNorm", (*enc, "rel_norm"))
+    if cfg.norm_rel_ebd == "layer_norm":  # built by transformers with or without relative attention (read only with it)
+        table += layer_norm("deberta.encoder.LayerNorm", (*enc, "rel_norm"))
     table += linear("pooler.dense", ("pooler", "dense"), group="pooler")
     table += linear("classifier", ("head", "linear"), group="classifier")
     return table
