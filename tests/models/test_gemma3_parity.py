@@ -120,11 +120,19 @@ def test_the_config_round_trips_through_transformers():
         ("rope_parameters", {"full_attention": {"rope_type": "yarn", "factor": 4.0}}),
         ("layer_types", ["chunked_attention"] * 3),
         ("model_type", "gemma2"),
+        ("sliding_window", None),  # transformers' own forward fails on it; 4096 was taken in its place
+        ("sliding_window", 0),
+        ("query_pre_attn_scalar", 24.5),  # was read as 24
     ],
 )
 def test_unsupported_fields_are_refused_by_name(field, value):
     with pytest.raises(UnsupportedConfigError, match=field.split("_parameters")[0]):
         Gemma3Config.from_hf({**TINY, "model_type": "gemma3_text", field: value})
+
+
+def test_a_null_window_is_taken_where_no_layer_is_local():
+    full = {**TINY, "model_type": "gemma3_text", "sliding_window": None, "layer_types": ["full_attention"] * 3}
+    assert Gemma3Config.from_hf(full).layer_types == ("full_attention",) * 3
 
 
 def test_the_cls_pooler_is_refused():

@@ -66,6 +66,26 @@ def _layer_types(hf: dict[str, Any]) -> tuple[str, ...]:
     return tuple(types)
 
 
+def _whole_number(hf: dict[str, Any], field: str, default: int) -> int:
+    """``hf[field]`` as an int; a fractional value is refused (transformers' config refuses a float there)."""
+    value = hf.get(field, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not float(value).is_integer():
+        raise UnsupportedConfigError(f"{field}={value!r} is not supported (a whole number)")
+    return int(value)
+
+
+def _sliding_window(hf: dict[str, Any], types: tuple[str, ...]) -> int:
+    """The local layers' ``sliding_window`` (transformers' default 4096 where the field is absent). With
+    local layers, a null or non-positive one is refused (transformers' forward fails on a null one); with
+    none, no layer reads it."""
+    if SLIDING not in types:
+        return int(hf.get("sliding_window") or 4096)
+    window = hf.get("sliding_window", 4096)
+    if window is None or _whole_number(hf, "sliding_window", 4096) < 1:
+        raise UnsupportedConfigError(f"sliding_window={window!r} is not supported with {SLIDING!r} layers (a positive number of tokens)")
+    return int(window)
+
+
 @dataclasses.dataclass(frozen=True)
 class Gemma3Config:
     """Architecture of a Gemma 3 text model used as a scoring backbone."""
@@ -134,6 +154,7 @@ class Gemma3Config:
             full, sliding = rope, None
         if hf.get("rope_scaling"):
             full = {**(full or {}), **hf["rope_scaling"]}
+        types = _layer_types(hf)
         return cls(
             vocab_size=hf["vocab_size"],
             hidden_size=hf["hidden_size"],
@@ -145,9 +166,9 @@ class Gemma3Config:
             hidden_activation=act,
             max_position_embeddings=hf.get("max_position_embeddings", 131_072),
             rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
-            query_pre_attn_scalar=int(hf.get("query_pre_attn_scalar", 256)),
-            sliding_window=int(hf.get("sliding_window") or 4096),
-            layer_types=_layer_types(hf),
+            query_pre_attn_scalar=_whole_number(hf, "query_pre_attn_scalar", 256),
+            sliding_window=_sliding_window(hf, types),
+            layer_types=types,
             full_rope=_rope_setting("rope_parameters.full_attention", full, _theta(full, hf, "rope_theta", _DEFAULT_THETA[FULL])),
             sliding_rope=_rope_setting(
                 "rope_parameters.sliding_attention", sliding, _theta(sliding, hf, "rope_local_base_freq", _DEFAULT_THETA[SLIDING])
