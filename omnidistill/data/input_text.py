@@ -8,8 +8,10 @@ Two layouts, both written so that a user outside omnidistill reproduces the stri
   segments ``f"{prefix} {text}"`` joined by a separator: an optional task line, the source-side
   fields (context, question, title, source, joined by the separator), the reference, the candidate.
 
-Every field is stripped of surrounding whitespace and whitespace-only fields are left out, as the
-``omniscore`` package does. There is no task id unless ``layout.task_prefix`` asks for one: the paper
+Every field is stripped of surrounding whitespace and whitespace-only fields are left out. The
+``omniscore`` package strips each field and leaves out empty ones too, but keeps a whitespace-only one as
+its bare prefix (``Reference:``): a caller of the package passes None for a blank field
+(``docs/export.md``). There is no task id unless ``layout.task_prefix`` asks for one: the paper
 gives the student none (OmniScore §3, "Problem formulation"). ``dataset``, ``src_lang`` and
 ``tgt_lang`` are teacher-prompt metadata and never part of the input.
 """

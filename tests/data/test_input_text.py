@@ -95,6 +95,21 @@ def test_a_record_without_a_task_is_formatted_as_the_package_formats_no_task(tin
     assert format_record(with_task, layout).text == format_example(item["candidate"], source=item["source"], task="mt", input_format=fmt)
 
 
+def test_a_blank_field_is_left_out_where_the_package_keeps_its_prefix_unless_given_none():
+    """docs/export.md's one difference in what a consumer is handed: omnidistill leaves a whitespace-only
+    reference out (the record holds none); the package, handed the string, writes ``Reference:``."""
+    from omniscore.formatting import format_example
+
+    layout = TextLayout.from_config(LAYOUTS["omniscore"], None)
+    item = {"id": "x", "source": "The Moon orbits the Earth.", "reference": "  ", "candidate": "Der Mond umkreist die Erde."}
+    ours = format_record(validate_record(item, "items.jsonl:1", require_labels=False), layout).text
+    handed = {"source": item["source"], "input_format": package_format(layout)}
+    assert format_example(item["candidate"], reference=item["reference"], **handed) == ours.replace(
+        "\nPrediction:", f"\n{layout.reference_prefix}\nPrediction:"
+    )
+    assert format_example(item["candidate"], reference=item["reference"].strip() or None, **handed) == ours
+
+
 @pytest.mark.parametrize("layout_name", sorted(LAYOUTS))
 @pytest.mark.parametrize("kind", ["wordpiece", "bpe", "unigram"])
 def test_training_ids_equal_every_consumers_ids(tokenizer_dirs, records, kind, layout_name):
