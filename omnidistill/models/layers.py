@@ -75,6 +75,21 @@ def activation(name: str):
         raise ValueError(f"hidden_act={name!r} is not supported (supported: {sorted(ACTIVATIONS)})") from None
 
 
+def embedding_lookup(table: Callable[[jax.Array], jax.Array], ids: jax.Array, padding_idx: int | None) -> jax.Array:
+    """``table(ids)``, with no gradient reaching row ``padding_idx``, as ``torch.nn.Embedding(...,
+    padding_idx=...)`` leaves that row out of its backward pass: every family's word embedding has the
+    config's ``pad_token_id`` there, and XLM-R's position embedding has it too. Padding positions send no
+    gradient either way; where the id stands among the real tokens (a decoder whose pad token is the
+    end-of-text token its tokenizer appends; an XLM-R token equal to the pad id, which takes the padding
+    position), the row would otherwise train where PyTorch's stays fixed
+    (``tests/models/test_random_configs.py``). The forward pass is unchanged: XLA folds a select of two
+    equal values."""
+    x = table(ids)
+    if padding_idx is None:
+        return x
+    return jnp.where((ids == padding_idx)[..., None], jax.lax.stop_gradient(x), x)
+
+
 def dropout(x: jax.Array, rate: float, rng: jax.Array | None) -> jax.Array:
     """Inverted dropout (masks from :mod:`omnidistill.models.dropout_masks`); the identity when ``rng``
     is None (evaluation) or ``rate`` is 0."""

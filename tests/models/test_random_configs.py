@@ -1,20 +1,22 @@
-"""Parity on configs nobody tuned to: each family's port against transformers' forward on configs drawn at
-random (widths, heads, layer counts, activations, position and attention options, pad ids, perturbed
-weights), on a padded batch of random shape.
+"""Parity on configs nobody tuned to: each family's port against transformers on configs drawn at random
+(widths, heads, layer counts, activations, position and attention options, pad ids, perturbed weights),
+on a padded batch of random shape: the forward pass, the export back to an ``hf`` folder, and the
+gradients against PyTorch's ``backward()``.
 
-A draw either matches ``AutoModel``'s last hidden states within :data:`PARITY_TOL` or is refused by
-name (:class:`UnsupportedConfigError` naming one of the config's fields); nothing in between. The
-suite runs :data:`TRIALS` fixed draws per family; more, with other seeds, before a release or after
-changing a port (the same count for the export round trip, one draw a family in the suite)::
+A draw either matches within :data:`PARITY_TOL` or is refused by name (:class:`UnsupportedConfigError`
+naming one of the config's fields); nothing in between. The suite runs :data:`TRIALS` fixed draws per
+family for the forward pass and :data:`EXPORT_TRIALS` for the others; more, with other seeds, before a
+release or after changing a port (docs/models.md)::
 
     OMNIDISTILL_RANDOM_CONFIGS=40 OMNIDISTILL_RANDOM_CONFIGS_SEED=7 python -m pytest -q -n 2 tests/models/test_random_configs.py
 
-The first sweep of this kind (2026-12-08, 30-40 draws a family) found two mismatches that the
-hand-written parity tests had not drawn: DeBERTa with ``relative_attention: false`` and position terms
-listed (transformers still divides the scores by ``sqrt(d·(1+#terms))`` and builds the relative-embedding
-norm), and Gemma 3's null ``sliding_window``, which the port had replaced by 4096 where transformers' own
-forward fails (now refused; not drawn here, since transformers cannot run it). Both are pinned in the
-families' parity files.
+The first sweeps (2026-12-08) found three differences that the hand-written parity tests had not drawn:
+DeBERTa with ``relative_attention: false`` and position terms listed (transformers still divides the
+scores by ``sqrt(d·(1+#terms))`` and builds the relative-embedding norm); Gemma 3's null
+``sliding_window``, which the port had replaced by 4096 where transformers' own forward fails (now
+refused; not drawn here, since transformers cannot run it); and the gradient of the pad id's embedding
+rows, which PyTorch's ``padding_idx`` leaves out (:func:`~omnidistill.models.layers.embedding_lookup`).
+The first two are pinned in the families' parity files, the third by the gradient test here.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ pytest.importorskip("torch")
 
 TRIALS = int(os.environ.get("OMNIDISTILL_RANDOM_CONFIGS", "2"))
 EXPORT_TRIALS = int(os.environ.get("OMNIDISTILL_RANDOM_CONFIGS", "1"))
-"""Draws a family for the export round trip: one in the suite (it found nothing in 140 draws, 2026-12-08)."""
+"""Draws a family for the export round trip and the gradients: one each in the suite."""
 SEED = int(os.environ.get("OMNIDISTILL_RANDOM_CONFIGS_SEED", "0"))
 VOCAB = 97
 ACTIVATIONS = ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh", "silu", "gelu_fast", "tanh", "quick_gelu", "mish")
@@ -246,3 +248,67 @@ def test_a_random_config_exports_to_the_logits_transformers_computed(tmp_path, f
             return classifier(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask).long()).logits.numpy()
 
     np.testing.assert_allclose(logits(exported), logits(original), atol=PARITY_TOL, rtol=PARITY_TOL)
+
+
+def assert_gradients_match(folder, family: str, ids: np.ndarray, mask: np.ndarray, kernel: str, rng: np.random.Generator) -> None:
+    """The gradient of a random projection of the last hidden states (over the real tokens), for every
+    encoder tensor, equals PyTorch's ``backward()`` on the folder's model, under ``model.attention:
+    kernel``; each tensor compared relative to its largest entry (or 1% of the model's largest: the
+    mathematically zero ones, such as a key bias's)."""
+    import jax
+    import jax.numpy as jnp
+    import torch
+    import transformers
+    from flax import nnx
+
+    from omnidistill.models.weights import flax_to_hf
+
+    model = flax_from_folder(folder, family, groups=("encoder",), attention=kernel, head_bias=not get_family(family).decoder)
+    weights = rng.standard_normal((*ids.shape, model.arch.hidden_size)).astype(np.float32) * mask[..., None]
+    reference = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    states = reference.base_model(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask).long()).last_hidden_state
+    (states * torch.tensor(weights)).sum().backward()
+    expected = {n: np.zeros(tuple(p.shape), np.float32) if p.grad is None else p.grad.numpy() for n, p in reference.named_parameters()}
+
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    grads = jax.grad(lambda p: jnp.sum(nnx.merge(graphdef, p, rest).encoder(ids, mask) * weights))(params)
+    table = [entry for entry in get_family(family).weight_table(model.arch) if entry.group == "encoder"]
+    ours = flax_to_hf(nnx.to_pure_dict(grads), table)
+    assert ours.keys() <= expected.keys()
+    top = max(float(np.abs(g).max()) for g in expected.values())
+    for name, grad in ours.items():
+        scale = max(float(np.abs(expected[name]).max()), 0.01 * top)
+        np.testing.assert_allclose(grad / scale, expected[name] / scale, atol=1e-4, err_msg=f"{name} ({kernel} attention)")
+
+
+@pytest.mark.parametrize("trial", range(EXPORT_TRIALS))
+@pytest.mark.parametrize("family", sorted(DRAWS))
+def test_a_random_config_trains_with_the_gradients_pytorch_computes(tmp_path, family, trial):
+    """Training's side (:func:`assert_gradients_match`), under XLA's attention or the CPU's blocked kernel
+    (its own backward pass)."""
+    rng = np.random.default_rng([SEED, sorted(DRAWS).index(family), trial, 2])
+    prefix, fields = DRAWS[family](rng)
+    folder = save_tiny(tmp_path / family, prefix, fields, seed=trial, perturb="norm", classification=True)
+    kernel = _pick(rng, ("xla", "blocked"))
+    try:
+        assert_gradients_match(folder, family, *padded_batch(rng, fields, trial), kernel, rng)
+    except UnsupportedConfigError as err:
+        assert_refused_by_name(err, fields)
+
+
+@pytest.mark.parametrize("family", ["bert", "xlm_roberta", "qwen3"])
+def test_the_pad_ids_rows_get_no_gradient_where_it_stands_among_real_tokens(tmp_path, family):
+    """transformers builds the word embedding (and XLM-R's position embedding) with ``padding_idx=
+    pad_token_id``, and PyTorch's backward pass leaves that row out. A real token equal to the pad id (a
+    decoder whose pad token is the end-of-text token its tokenizer appends; in XLM-R it takes the
+    padding position as well) trained the row in the port."""
+    prefix, fields = {
+        "bert": ("Bert", {**bert(np.random.default_rng(1))[1], "hidden_act": "gelu", "pad_token_id": 5}),
+        "xlm_roberta": ("XLMRoberta", {**xlm_roberta(np.random.default_rng(1))[1], "hidden_act": "gelu", "pad_token_id": 3}),
+        "qwen3": ("Qwen3", {**_qwen(np.random.default_rng(1), "Qwen3")[1], "pad_token_id": 3}),
+    }[family]
+    folder = save_tiny(tmp_path / family, prefix, fields, perturb="emb", classification=True)
+    ids, mask = random_batch(VOCAB, batch=2, seq=9, seed=1)
+    ids = np.where(mask.astype(bool), ids, fields["pad_token_id"]).astype(np.int32)
+    ids[:, [2, 4]] = fields["pad_token_id"]  # among the real tokens of both rows
+    assert_gradients_match(folder, family, ids, mask, "xla", np.random.default_rng(2))

@@ -30,7 +30,7 @@ class BertConfig:
     max_position_embeddings: int = 512
     type_vocab_size: int = 2
     layer_norm_eps: float = 1e-12
-    pad_token_id: int = 0
+    pad_token_id: int | None = 0
 
     @property
     def head_dim(self) -> int:
@@ -40,6 +40,11 @@ class BertConfig:
     def max_sequence_length(self) -> int:
         """The longest input the position table holds."""
         return self.max_position_embeddings
+
+    @property
+    def position_padding_idx(self) -> int | None:
+        """The position embedding's ``padding_idx`` in transformers: none for BERT (XLM-R's is its pad id)."""
+        return None
 
     @classmethod
     def from_hf(cls, hf: dict[str, Any]) -> BertConfig:

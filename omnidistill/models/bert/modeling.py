@@ -19,6 +19,7 @@ from omnidistill.models.layers import (
     attention_kernel,
     call_layer,
     dropout,
+    embedding_lookup,
     encoder_mask,
     last_rows_call,
     sub_rng,
@@ -55,7 +56,9 @@ class BertEmbeddings(nnx.Module):
         seq = input_ids.shape[1]
         if seq > self.cfg.max_sequence_length:
             raise ValueError(f"sequence length {seq} exceeds the {self.cfg.max_sequence_length} positions of max_position_embeddings")
-        x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
+        x = embedding_lookup(self.word_embeddings, input_ids, self.cfg.pad_token_id)
+        x = x + embedding_lookup(self.position_embeddings, positions, self.cfg.position_padding_idx)
+        x = x + self.token_type_embeddings(token_type_ids)
         x = self.layer_norm(x)
         return dropout(x, self.cfg.hidden_dropout_prob, rng).astype(self.dtype)
 

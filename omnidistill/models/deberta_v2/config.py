@@ -32,7 +32,7 @@ class DebertaV2Config:
     embedding_size: int | None = None
     pooler_hidden_act: str = "gelu"
     pooler_dropout: float = 0.0
-    pad_token_id: int = 0
+    pad_token_id: int | None = 0
 
     @property
     def head_dim(self) -> int:
@@ -104,7 +104,7 @@ class DebertaV2Config:
             embedding_size=None if emb in (None, hf["hidden_size"]) else emb,
             pooler_hidden_act=hf.get("pooler_hidden_act", "gelu"),
             pooler_dropout=hf.get("pooler_dropout", 0.0),
-            pad_token_id=hf.get("pad_token_id") or 0,
+            pad_token_id=hf.get("pad_token_id", 0),  # None stays None: transformers then gives the embedding no padding_idx
         )
 
     def to_hf(self) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from omnidistill.models.layers import (
     attention_kernel,
     call_layer,
     dropout,
+    embedding_lookup,
     encoder_mask,
     is_predicting,
     last_rows_call,
@@ -190,7 +191,7 @@ class DebertaEmbeddings(nnx.Module):
         self.dtype = dtype
 
     def __call__(self, input_ids, token_type_ids, attention_mask, positions, rng):
-        x = self.word_embeddings(input_ids)
+        x = embedding_lookup(self.word_embeddings, input_ids, self.cfg.pad_token_id)
         if self.position_embeddings is not None:
             x = x + self.position_embeddings(positions)
         if self.token_type_embeddings is not None:

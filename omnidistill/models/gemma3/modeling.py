@@ -18,7 +18,16 @@ import jax.numpy as jnp
 from flax import nnx
 
 from omnidistill.models.gemma3.config import Gemma3Config
-from omnidistill.models.layers import AttentionKernel, activation, attention, attention_kernel, call_layer, encoder_mask, token_positions
+from omnidistill.models.layers import (
+    AttentionKernel,
+    activation,
+    attention,
+    attention_kernel,
+    call_layer,
+    embedding_lookup,
+    encoder_mask,
+    token_positions,
+)
 from omnidistill.models.modernbert.modeling import apply_rope, rope_tables
 from omnidistill.models.qwen3.modeling import INIT, Qwen3Pooler, dense
 from omnidistill.models.scan import layer_stack, run_layers
@@ -121,7 +130,8 @@ class Gemma3Encoder(nnx.Module):
         for layer_type in sorted(set(self.cfg.layer_types)):
             setting = self.cfg.rope(layer_type)
             rope[layer_type] = rope_tables(positions / setting.factor, self.cfg.head_dim, setting.theta)
-        x = (self.embed_tokens(input_ids) * jnp.float32(math.sqrt(self.cfg.hidden_size))).astype(self.dtype)
+        x = embedding_lookup(self.embed_tokens, input_ids, self.cfg.pad_token_id)
+        x = (x * jnp.float32(math.sqrt(self.cfg.hidden_size))).astype(self.dtype)
         embedded = x
         x, states = run_layers(self.layers, x, lambda layer, h, _: call_layer(layer, self.remat, h, mask, rope), collect=return_all_layers)
         final = self.final_norm(x)

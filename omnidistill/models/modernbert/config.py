@@ -34,7 +34,7 @@ class ModernBertConfig:
     attention_dropout: float = 0.0
     mlp_dropout: float = 0.0
     classifier_dropout: float = 0.0
-    pad_token_id: int = 50283
+    pad_token_id: int | None = 50283
     bos_token_id: int | None = 50281
     eos_token_id: int | None = 50282
     cls_token_id: int | None = 50281

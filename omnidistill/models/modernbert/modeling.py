@@ -21,6 +21,7 @@ from omnidistill.models.layers import (
     band_mask,
     call_layer,
     dropout,
+    embedding_lookup,
     encoder_mask,
     last_rows_call,
     sub_rng,
@@ -170,7 +171,7 @@ class ModernBertEncoder(nnx.Module):
         positions = token_positions(input_ids, segment_ids)
         layout = None if token_index is None else TokenLayout.of(attention_mask, token_index)
         inner, inner_positions = mask.unpadded(layout), unpad(layout, jnp.broadcast_to(positions, input_ids.shape))
-        x = self.embedding_norm(self.tok_embeddings(input_ids))
+        x = self.embedding_norm(embedding_lookup(self.tok_embeddings, input_ids, self.cfg.pad_token_id))
         x = dropout(x, self.cfg.embedding_dropout, sub_rng(rng, 10_000)).astype(self.dtype)
         embedded = x
         x, states = run_layers(

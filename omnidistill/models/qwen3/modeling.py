@@ -13,7 +13,16 @@ import jax.numpy as jnp
 from flax import nnx
 
 from omnidistill.models import cpu_matmul
-from omnidistill.models.layers import AttentionKernel, activation, attention, attention_kernel, call_layer, encoder_mask, token_positions
+from omnidistill.models.layers import (
+    AttentionKernel,
+    activation,
+    attention,
+    attention_kernel,
+    call_layer,
+    embedding_lookup,
+    encoder_mask,
+    token_positions,
+)
 from omnidistill.models.modernbert.modeling import apply_rope, rope_tables
 from omnidistill.models.qwen3.config import Qwen3Config
 from omnidistill.models.scan import layer_stack, run_layers
@@ -116,7 +125,7 @@ class Qwen3Encoder(nnx.Module):
         cos, sin = rope_tables(
             jnp.broadcast_to(token_positions(input_ids, segment_ids), input_ids.shape), self.cfg.head_dim, self.cfg.rope_theta
         )
-        x = self.embed_tokens(input_ids).astype(self.dtype)
+        x = embedding_lookup(self.embed_tokens, input_ids, self.cfg.pad_token_id).astype(self.dtype)
         embedded = x
         x, states = run_layers(
             self.layers, x, lambda layer, h, _: call_layer(layer, self.remat, h, mask, cos, sin), collect=return_all_layers

@@ -23,6 +23,12 @@ class XlmRobertaConfig(BertConfig):
     """``XLMRobertaConfig``'s default, also where ``from_hf`` finds no ``pad_token_id``; the other defaults are BERT's."""
 
     @property
+    def position_padding_idx(self) -> int | None:
+        """``XLMRobertaEmbeddings.position_embeddings`` is built with ``padding_idx=pad_token_id``: the
+        padding position's row gets no gradient."""
+        return self.pad_token_id
+
+    @property
     def max_sequence_length(self) -> int:
         """Positions pad_token_id + 1 .. max_position_embeddings - 1 are free for tokens."""
         return self.max_position_embeddings - self.pad_token_id - 1
