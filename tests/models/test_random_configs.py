@@ -271,7 +271,7 @@ def assert_gradients_match(folder, family: str, ids: np.ndarray, mask: np.ndarra
     expected = {n: np.zeros(tuple(p.shape), np.float32) if p.grad is None else p.grad.numpy() for n, p in reference.named_parameters()}
 
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    grads = jax.grad(lambda p: jnp.sum(nnx.merge(graphdef, p, rest).encoder(ids, mask) * weights))(params)
+    grads = jax.jit(jax.grad(lambda p: jnp.sum(nnx.merge(graphdef, p, rest).encoder(ids, mask) * weights)))(params)  # one program
     table = [entry for entry in get_family(family).weight_table(model.arch) if entry.group == "encoder"]
     ours = flax_to_hf(nnx.to_pure_dict(grads), table)
     assert ours.keys() <= expected.keys()
