@@ -73,15 +73,17 @@ def flax_from_folder(
     pooling: str | None = None,
     scan: bool = False,
     attention: str = "auto",
-    head_bias: bool = True,
+    head_bias: bool | None = None,
 ):
     """A regressor of ``family`` with the folder's weights (``groups`` must all be present); pooled as the
     family's classification class does unless ``pooling`` is given (decoders: the last token); its layers
     scanned over stacked parameters with ``scan`` (``model.scan_layers``); ``attention``: ``model.attention``;
-    ``head_bias``: ``model.head_bias`` (a decoder's ``*ForSequenceClassification`` has none)."""
+    ``head_bias``: ``model.head_bias``, unless given as the classification class has it (a decoder's has none)."""
     from omnidistill.models.registry import get_family
 
-    pooling = pooling or ("last_token" if get_family(family).decoder else "cls")
+    decoder = get_family(family).decoder
+    pooling = pooling or ("last_token" if decoder else "cls")
+    head_bias = not decoder if head_bias is None else head_bias
     cfg = ModelConfig(family=family, pooling=pooling, scan_layers=scan, attention=attention, head_bias=head_bias)
     model = build_regressor(cfg, read_hf_config(folder))
     load_hf_weights(model, read_hf_tensors(folder), required_groups=groups)

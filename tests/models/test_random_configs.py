@@ -188,6 +188,13 @@ DRAWS: dict[str, Callable[[np.random.Generator], Draw]] = {
 }
 
 
+def draw(family: str, trial: int, *check: int) -> tuple[np.random.Generator, str, dict[str, Any]]:
+    """The generator of one test's draw (a stream of its own per family, trial and ``check``: none for the
+    forward pass), and the config drawn from it."""
+    rng = np.random.default_rng([SEED, sorted(DRAWS).index(family), trial, *check])
+    return rng, *DRAWS[family](rng)
+
+
 def padded_batch(rng: np.random.Generator, fields: dict[str, Any], trial: int) -> tuple[np.ndarray, np.ndarray]:
     """Ids and mask of a right-padded batch of random shape whose padding holds the pad id, as a tokenizer pads."""
     ids, mask = random_batch(VOCAB, batch=int(rng.integers(1, 5)), seq=int(rng.integers(5, 31)), seed=trial)
@@ -201,8 +208,7 @@ def assert_refused_by_name(err: UnsupportedConfigError, fields: dict[str, Any]) 
 @pytest.mark.parametrize("trial", range(TRIALS))
 @pytest.mark.parametrize("family", sorted(DRAWS))
 def test_a_random_config_matches_transformers_or_is_refused_by_name(tmp_path, family, trial):
-    rng = np.random.default_rng([SEED, sorted(DRAWS).index(family), trial])
-    prefix, fields = DRAWS[family](rng)
+    rng, prefix, fields = draw(family, trial)
     folder = save_tiny(tmp_path / family, prefix, fields, seed=trial, perturb=_pick(rng, ("norm", "orm", "bias", "proj", "emb")))
     try:
         assert_hidden_states_match(folder, family, *padded_batch(rng, fields, trial))
@@ -225,13 +231,12 @@ def test_a_random_config_exports_to_the_logits_transformers_computed(tmp_path, f
     from omnidistill.export.hf_export import export_tensors, hf_config_dict
     from omnidistill.models.hf_io import param_dict
 
-    rng = np.random.default_rng([SEED, sorted(DRAWS).index(family), trial, 1])
-    prefix, fields = DRAWS[family](rng)
+    rng, prefix, fields = draw(family, trial, 1)
     original = save_tiny(tmp_path / "original", prefix, fields, seed=trial, perturb="norm", classification=True)
     decoder = get_family(family).decoder  # its classification class: the last token, no head bias
     pooling, groups = ("last_token", ("encoder", "classifier")) if decoder else ("cls", ("encoder", "pooler", "classifier"))
     try:
-        model = flax_from_folder(original, family, groups=groups, pooling=pooling, head_bias=not decoder)
+        model = flax_from_folder(original, family, groups=groups, pooling=pooling)
     except UnsupportedConfigError as err:
         assert_refused_by_name(err, fields)
         return
@@ -263,7 +268,7 @@ def assert_gradients_match(folder, family: str, ids: np.ndarray, mask: np.ndarra
 
     from omnidistill.models.weights import flax_to_hf
 
-    model = flax_from_folder(folder, family, groups=("encoder",), attention=kernel, head_bias=not get_family(family).decoder)
+    model = flax_from_folder(folder, family, groups=("encoder",), attention=kernel)
     weights = rng.standard_normal((*ids.shape, model.arch.hidden_size)).astype(np.float32) * mask[..., None]
     reference = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
     states = reference.base_model(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask).long()).last_hidden_state
@@ -286,8 +291,7 @@ def assert_gradients_match(folder, family: str, ids: np.ndarray, mask: np.ndarra
 def test_a_random_config_trains_with_the_gradients_pytorch_computes(tmp_path, family, trial):
     """Training's side (:func:`assert_gradients_match`), under XLA's attention or the CPU's blocked kernel
     (its own backward pass)."""
-    rng = np.random.default_rng([SEED, sorted(DRAWS).index(family), trial, 2])
-    prefix, fields = DRAWS[family](rng)
+    rng, prefix, fields = draw(family, trial, 2)
     folder = save_tiny(tmp_path / family, prefix, fields, seed=trial, perturb="norm", classification=True)
     kernel = _pick(rng, ("xla", "blocked"))
     try:
